@@ -1,0 +1,138 @@
+"""Draft trees: the one data structure every drafter hands to the verification engine.
+
+A tree is a flat list of nodes in topological order (every parent before its children).
+Node 0 is the *anchor* (SPEC: the last committed token, not yet in the KV cache); its parent
+is -1. Each node carries a source label so that the engine can count offered/accepted tokens
+per source and the analysis can compute p_s (context / spine) and p_t (transition / branch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+# Source labels. Every method labels its drafted nodes with one of these, so that p_s and p_t
+# come out of every run: context-matched (n-gram copy) tokens are SPINE, adjacency-table
+# tokens are BRANCH. PLD's chain is therefore SPINE; TR, iso and eagle2 nodes are BRANCH.
+ROOT = 0
+SPINE = 1
+BRANCH = 2
+SOURCE_NAMES: dict[int, str] = {ROOT: "root", SPINE: "spine", BRANCH: "branch"}
+DRAFT_SOURCES: tuple[int, ...] = (SPINE, BRANCH)
+
+
+@dataclass
+class DraftTree:
+    """A token tree to verify in one forward pass.
+
+    tokens[i]  token id of node i (tokens[0] is the anchor)
+    parents[i] index of node i's parent (parents[0] == -1, parents[i] < i otherwise)
+    sources[i] source label of node i (ROOT for node 0)
+    """
+
+    tokens: list[int]
+    parents: list[int]
+    sources: list[int]
+    depths: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not (len(self.tokens) == len(self.parents) == len(self.sources)):
+            raise ValueError("tokens, parents and sources must have the same length")
+        if not self.depths:
+            depths = [0] * len(self.tokens)
+            for i in range(1, len(self.tokens)):
+                depths[i] = depths[self.parents[i]] + 1
+            self.depths = depths
+
+    @classmethod
+    def single(cls, anchor: int) -> DraftTree:
+        """The AR 'tree': the anchor alone."""
+        return cls([anchor], [-1], [ROOT], [0])
+
+    @classmethod
+    def chain(cls, anchor: int, draft: list[int], source: int = SPINE) -> DraftTree:
+        """A chain (PLD): anchor followed by `draft`, one child per node."""
+        n = len(draft)
+        return cls(
+            [anchor, *draft],
+            [-1, *range(n)],
+            [ROOT, *([source] * n)],
+            list(range(n + 1)),
+        )
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add(self, token: int, parent: int, source: int) -> int:
+        """Append a node under `parent`; returns its index."""
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.sources.append(source)
+        self.depths.append(self.depths[parent] + 1)
+        return len(self.tokens) - 1
+
+    def children(self) -> list[list[int]]:
+        """children()[i] = indices of node i's children, in insertion order."""
+        kids: list[list[int]] = [[] for _ in self.tokens]
+        for i in range(1, len(self.tokens)):
+            kids[self.parents[i]].append(i)
+        return kids
+
+    def validate(self) -> None:
+        """Raise ValueError unless the tree is well formed (anchor at 0, parents first, no duplicate
+        token under one parent)."""
+        if not self.tokens:
+            raise ValueError("empty tree")
+        if self.parents[0] != -1 or self.sources[0] != ROOT:
+            raise ValueError("node 0 must be the anchor (parent -1, source ROOT)")
+        seen: set[tuple[int, int]] = set()
+        for i in range(1, len(self.tokens)):
+            p = self.parents[i]
+            if not 0 <= p < i:
+                raise ValueError(f"node {i} has parent {p}; parents must come before children")
+            if self.depths[i] != self.depths[p] + 1:
+                raise ValueError(f"node {i} has depth {self.depths[i]}, parent depth {self.depths[p]}")
+            key = (p, self.tokens[i])
+            if key in seen:
+                raise ValueError(f"token {self.tokens[i]} drafted twice under node {p}")
+            seen.add(key)
+
+
+def ancestor_matrix(parents: torch.Tensor, max_depth: int | None = None) -> torch.Tensor:
+    """Boolean [n, n] matrix A with A[i, j] = True iff j is i or an ancestor of i.
+
+    Built with tensor ops by pointer doubling: log2(depth) boolean matrix products, no loop over
+    nodes. `parents` is a 1-D long tensor with parents[0] == -1; `max_depth` (the tree's depth, if
+    known) bounds the number of squarings.
+    """
+    n = parents.numel()
+    idx = torch.arange(n, device=parents.device)
+    step = parents.clamp(min=0)  # root points at itself
+    anc = torch.zeros(n, n, dtype=torch.bool, device=parents.device)
+    anc[idx, idx] = True
+    anc[idx, step] = True
+    # anc now holds paths of length <= 1; squaring doubles the reach each time.
+    reach, target = 1, (n - 1 if max_depth is None else max_depth)
+    while reach < target:
+        f = anc.to(torch.float32)
+        anc = (f @ f) > 0
+        reach *= 2
+    return anc
+
+
+def tree_attention_inputs(
+    tree: DraftTree, prefix_len: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Inputs for the one verification forward pass over `tree` after a cached prefix of length P.
+
+    Returns (input_ids [1, n], position_ids [1, n] = P + depth, visible [n, P + n] boolean, True
+    where node i may attend: the whole prefix, itself and its ancestors).
+    """
+    tokens = torch.tensor(tree.tokens, dtype=torch.long, device=device)
+    parents = torch.tensor(tree.parents, dtype=torch.long, device=device)
+    depths = torch.tensor(tree.depths, dtype=torch.long, device=device)
+    n = tokens.numel()
+    visible = torch.ones(n, prefix_len + n, dtype=torch.bool, device=device)
+    visible[:, prefix_len:] = ancestor_matrix(parents, max(tree.depths))
+    return tokens.unsqueeze(0), (depths + prefix_len).unsqueeze(0), visible
