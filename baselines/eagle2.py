@@ -1,0 +1,117 @@
+"""EAGLE-2-style pruned tree, training-free (SPEC "Baselines").
+
+EAGLE-2's dynamic draft tree with adjacency-table scores in place of a draft model's
+probabilities. A node's value is the product of the scores along its path from the anchor
+(the anchor's value is 1). Expansion goes layer by layer down to depth D: the `topk` most
+valuable nodes of the current layer are expanded, each into its successors (score >= min_score).
+Then the B - 1 most valuable drafted nodes are kept (B nodes with the anchor) and verified.
+
+Why the cut is a subtree: scores are <= 1, so a child's value never exceeds its parent's; ties go
+to the candidate created first, and a parent is always created before its children. Hence every
+kept node's parent ranks ahead of it and is kept too (`prune_by_value` checks the premise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from baselines.isotropic import AdjacencyDrafter, prev_of_anchor
+from goose.tree import BRANCH, DraftTree
+
+
+def prune_by_value(parents: Sequence[int], values: Sequence[float], keep: int) -> list[int]:
+    """Indices of the `keep` most valuable candidates, node 0 (the anchor) always among them,
+    in ascending (= topological) order.
+
+    parents[i] < i for i > 0 (parents[0] == -1); values[i] <= values[parents[i]] is required and
+    checked. Ties rank the smaller index first, so the result is closed under ancestors.
+    """
+    n = len(parents)
+    if len(values) != n:
+        raise ValueError("parents and values must have the same length")
+    for i in range(1, n):
+        if not 0 <= parents[i] < i:
+            raise ValueError(f"candidate {i} has parent {parents[i]}; parents must come first")
+        if values[i] > values[parents[i]]:
+            raise ValueError(f"candidate {i} is worth more than its parent ({values[i]} > {values[parents[i]]})")
+    if keep >= n:
+        return list(range(n))
+    ranked = sorted(range(1, n), key=lambda i: (-values[i], i))
+    return sorted([0, *ranked[: max(keep - 1, 0)]])
+
+
+def subtree(tokens: Sequence[int], parents: Sequence[int], kept: Sequence[int]) -> DraftTree:
+    """The DraftTree of the ascending, ancestor-closed candidate indices `kept` (kept[0] == 0)."""
+    new_index = {old: new for new, old in enumerate(kept)}
+    tree = DraftTree.single(tokens[kept[0]])
+    for old in kept[1:]:
+        tree.add(tokens[old], new_index[parents[old]], BRANCH)
+    return tree
+
+
+class Eagle2Drafter(AdjacencyDrafter):
+    """Value-pruned dynamic tree over the adjacency table: budget B (`budget`, anchor included),
+    depth D (`max_depth`), `topk` nodes expanded per layer, K (`k`) successors per table row."""
+
+    def __init__(
+        self,
+        budget: int = 60,
+        max_depth: int = 6,
+        topk: int = 10,
+        k: int = 10,
+        min_score: float = 0.01,
+        use_bigram: bool = True,
+        prefill_harvest: bool = True,
+    ) -> None:
+        if budget < 1 or max_depth < 1 or topk < 1:
+            raise ValueError("budget, max_depth and topk must be positive")
+        super().__init__("eagle2", k, min_score, use_bigram, prefill_harvest)
+        self.budget = budget
+        self.max_depth = max_depth
+        self.topk = topk
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "budget": self.budget,
+            "max_depth": self.max_depth,
+            "topk": self.topk,
+            "k": self.k,
+            "min_score": self.min_score,
+            "use_bigram": self.use_bigram,
+            "prefill_harvest": self.prefill_harvest,
+        }
+
+    def node_budget(self, committed: list[int]) -> int:
+        """B for this step, anchor included."""
+        return self.budget
+
+    def expand(self, anchor: int, prev_anchor: int | None) -> tuple[list[int], list[int], list[float]]:
+        """Candidate tree (tokens, parents, values) in layer order, before pruning."""
+        tokens, parents, values = [anchor], [-1], [1.0]
+        layer = [0]
+        for _ in range(self.max_depth):
+            expanded = sorted(sorted(layer, key=lambda i: (-values[i], i))[: self.topk])
+            layer = []
+            for node in expanded:
+                prev = prev_anchor if node == 0 else tokens[parents[node]]
+                ids, scores = self.successors(tokens[node], prev)
+                for token, score in zip(ids, scores):
+                    tokens.append(token)
+                    parents.append(node)
+                    values.append(values[node] * min(score, 1.0))
+                    layer.append(len(tokens) - 1)
+            if not layer:
+                break
+        return tokens, parents, values
+
+    def propose(self, committed: list[int]) -> DraftTree:
+        anchor = committed[-1]
+        self._prev_anchor = prev_of_anchor(committed)
+        tokens, parents, values = self.expand(anchor, self._prev_anchor)
+        kept = prune_by_value(parents, values, self.node_budget(committed))
+        if len(kept) < 2:
+            self.route = "ar"
+            return DraftTree.single(anchor)
+        self.route = "tree"
+        return subtree(tokens, parents, kept)

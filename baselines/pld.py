@@ -1,0 +1,46 @@
+"""Prompt Lookup Decoding (Saxena 2023) as SPEC defines it.
+
+Match the last n tokens (n = 3, 2, 1, longest first) in prompt + output and draft up to 10 tokens
+that followed the match, as one chain. Where the original is silent on which occurrence to copy,
+we take the earliest one (as the Goose context matcher does, and as transformers' prompt lookup
+does). The chain's nodes are context-matched tokens, labelled SPINE, so p_s comes out of PLD runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from goose.context_matcher import ContextMatcher
+from goose.drafter import Drafter
+from goose.tree import SPINE, DraftTree
+
+
+class PromptLookupDrafter(Drafter):
+    """PLD: one chain of up to `num_draft` context-matched tokens per step."""
+
+    def __init__(self, ngram_sizes: Sequence[int] = (3, 2, 1), num_draft: int = 10) -> None:
+        super().__init__(name="pld")
+        if num_draft < 1:
+            raise ValueError(f"num_draft = {num_draft}: must be >= 1 (tokens drafted per chain)")
+        self.ngram_sizes = tuple(int(n) for n in ngram_sizes)
+        self.num_draft = int(num_draft)
+        self.matcher = ContextMatcher(self.ngram_sizes, max_chain=self.num_draft)
+
+    def config(self) -> dict[str, Any]:
+        return {"ngram_sizes": list(self.ngram_sizes), "num_draft": self.num_draft}
+
+    def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
+        super().begin(prompt_ids, prefill_logits)
+        self.matcher.reset()
+
+    def propose(self, committed: list[int]) -> DraftTree:
+        self.matcher.sync(committed)
+        chain = self.matcher.match().chain
+        if not chain:
+            self.route = "ar"
+            return DraftTree.single(committed[-1])
+        self.route = "chain"
+        return DraftTree.chain(committed[-1], chain, SPINE)

@@ -1,0 +1,140 @@
+"""Token Recycling (Luo et al., ACL 2025) as this harness defines it (SPEC "Baselines").
+
+An adjacency matrix [V, 8] of top-8 successor ids (ids only, no scores), overwritten from every
+tree node's logits after each forward (not from the prefill) and kept across the prompts of a run.
+Drafts fill a fixed 80-node, 6-level template breadth-first from the anchor.
+
+The template. The paper gives only its level sizes (8, 21, 25, 15, 8, 3), so `TR_TEMPLATE` is
+designed here: each template node is a rank path (r_1, ..., r_d) — r_j = rank of the successor
+taken at depth j, 0 = the most likely — with the Zipf-like prior prod_j 1 / (r_j + 1). Level by
+level, the candidates are the K = 8 children of the previous level's chosen paths, and the ones
+with the highest prior are kept (ties broken by the lexicographically smaller path). Choosing
+among children of chosen paths keeps the template prefix-closed; `design_template` is that rule,
+and a test checks that it reproduces the literal table below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from goose.adjacency import AdjacencyTable
+from goose.drafter import Drafter, VerifyOutcome
+from goose.tree import BRANCH, DraftTree
+
+TR_K = 8
+TR_LEVEL_SIZES: tuple[int, ...] = (8, 21, 25, 15, 8, 3)
+
+# fmt: off
+TR_TEMPLATE: tuple[tuple[int, ...], ...] = (
+    # depth 1 (8)
+    (0,), (1,), (2,), (3,), (4,), (5,), (6,), (7,),
+    # depth 2 (21)
+    (0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (0, 6), (0, 7),
+    (1, 0), (1, 1), (1, 2), (1, 3), (2, 0), (2, 1), (2, 2), (3, 0), (3, 1),
+    (4, 0), (5, 0), (6, 0), (7, 0),
+    # depth 3 (25)
+    (0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 0, 3), (0, 0, 4), (0, 0, 5),
+    (0, 1, 0), (0, 1, 1), (0, 1, 2), (0, 2, 0), (0, 2, 1), (0, 3, 0), (0, 4, 0), (0, 5, 0),
+    (1, 0, 0), (1, 0, 1), (1, 0, 2), (1, 1, 0), (1, 2, 0),
+    (2, 0, 0), (2, 0, 1), (2, 1, 0), (3, 0, 0), (4, 0, 0), (5, 0, 0),
+    # depth 4 (15)
+    (0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 2), (0, 0, 0, 3), (0, 0, 1, 0), (0, 0, 1, 1),
+    (0, 0, 2, 0), (0, 0, 3, 0), (0, 1, 0, 0), (0, 1, 0, 1), (0, 1, 1, 0), (0, 2, 0, 0),
+    (0, 3, 0, 0), (1, 0, 0, 0), (2, 0, 0, 0),
+    # depth 5 (8)
+    (0, 0, 0, 0, 0), (0, 0, 0, 0, 1), (0, 0, 0, 0, 2), (0, 0, 0, 1, 0), (0, 0, 0, 2, 0),
+    (0, 0, 1, 0, 0), (0, 1, 0, 0, 0), (1, 0, 0, 0, 0),
+    # depth 6 (3)
+    (0, 0, 0, 0, 0, 0), (0, 0, 0, 0, 0, 1), (0, 0, 0, 0, 1, 0),
+)
+# fmt: on
+
+
+def design_template(
+    level_sizes: tuple[int, ...] = TR_LEVEL_SIZES, k: int = TR_K, alpha: float = 1.0
+) -> tuple[tuple[int, ...], ...]:
+    """The rule behind TR_TEMPLATE: per level, the `size` children (rank < k) of the previous
+    level's paths with the highest prior prod 1/(r+1)**alpha, ties to the smaller path; each level
+    listed in lexicographic order."""
+    prior: dict[tuple[int, ...], float] = {(): 1.0}
+    frontier: list[tuple[int, ...]] = [()]
+    template: list[tuple[int, ...]] = []
+    for size in level_sizes:
+        candidates = [path + (r,) for path in frontier for r in range(k)]
+        for c in candidates:
+            prior[c] = prior[c[:-1]] / (c[-1] + 1) ** alpha
+        candidates.sort(key=lambda c: (-prior[c], c))
+        frontier = sorted(candidates[:size])
+        template.extend(frontier)
+    return tuple(template)
+
+
+def fill_template(
+    anchor: int, table: AdjacencyTable, template: tuple[tuple[int, ...], ...] = TR_TEMPLATE
+) -> DraftTree:
+    """Fill the rank-path template breadth-first from the anchor.
+
+    Template node (r_1..r_d) takes the r_d-th successor of its parent's token; it is skipped, with
+    its subtree, when the parent was skipped or has no r_d-th successor. `template` must list
+    parents before children.
+    """
+    tree = DraftTree.single(anchor)
+    node_of: dict[tuple[int, ...], int] = {(): 0}
+    succ_of: dict[int, list[int]] = {}
+    for path in template:
+        parent = node_of.get(path[:-1])
+        if parent is None:
+            continue
+        if parent not in succ_of:
+            succ_of[parent] = table.successors(tree.tokens[parent])[0]
+        ids = succ_of[parent]
+        rank = path[-1]
+        if rank < len(ids):
+            node_of[path] = tree.add(ids[rank], parent, BRANCH)
+    return tree
+
+
+class TokenRecyclingDrafter(Drafter):
+    """Token Recycling: fixed 80-node template over a run-long top-K id table (K = 8)."""
+
+    def __init__(self, k: int = TR_K, template: tuple[tuple[int, ...], ...] = TR_TEMPLATE) -> None:
+        super().__init__(name="tr")
+        if any(r >= k for path in template for r in path):
+            raise ValueError(f"template uses ranks >= k={k}")
+        self.k = k
+        self.template = tuple(tuple(p) for p in template)
+        self.table: AdjacencyTable | None = None
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "template_nodes": len(self.template),
+            "level_sizes": [sum(1 for p in self.template if len(p) == d) for d in range(1, 7)],
+            "prefill_harvest": False,
+            "persistent_table": True,
+        }
+
+    def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
+        """Allocate the table on the first prompt of a run; keep it afterwards (no prefill harvest)."""
+        super().begin(prompt_ids, prefill_logits)
+        vocab = prefill_logits.shape[-1]
+        if self.table is None:
+            self.table = AdjacencyTable(vocab, self.k, use_scores=False, use_bigram=False)
+        elif self.table.vocab_size != vocab:
+            raise ValueError(f"vocab changed from {self.table.vocab_size} to {vocab} within a run")
+
+    def propose(self, committed: list[int]) -> DraftTree:
+        anchor = committed[-1]
+        tree = fill_template(anchor, self.table, self.template) if self.table is not None else None
+        if tree is None or len(tree) < 2:
+            self.route = "ar"
+            return DraftTree.single(anchor)
+        self.route = "tree"
+        return tree
+
+    def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
+        """Overwrite the rows of every node's token (rejected ones too) from this forward."""
+        if self.table is not None:
+            self.table.update(tree.tokens, outcome.logits)

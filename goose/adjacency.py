@@ -1,0 +1,257 @@
+"""The adjacency table: the branch source of Goose, Token Recycling, iso and eagle2 (SPEC symbol K).
+
+For every token the table holds the top-K next tokens the target model predicted after it, with
+scores = softmax over those K logits only. Rows are overwritten (freshest wins) from the logits of
+every forward pass the drafter is shown. An optional bigram tier keyed on (previous token, token)
+is consulted first, the unigram row on a miss.
+
+Which logits update which rows: logits[i] is the target's prediction *after* tokens[i] along its
+path, so row tokens[i] gets topk(logits[i]); the bigram key is (token before tokens[i] on that
+path, tokens[i]). `update_from_tree` and `update_from_prefill` build those pairs for the two
+cases every drafter meets.
+
+Cost model. An update is one `topk` on the logits' device, one transfer of the packed [n, 2K]
+result to the host, and vectorised NumPy scatters there (no Python loop over positions). The
+store lives on the host as NumPy arrays so that `successors`, called per tree node while a tree
+is built, is a couple of microseconds and never synchronises a device. Memory: [V, K] ids and
+scores, plus the bigram tier: a sorted key array (prev * V + tok) with a parallel slot array and
+a growable [M, K] row store, M = distinct bigrams seen since the last reset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+# ids travel to the host packed with the scores in one float32 tensor; float32 holds every
+# integer below 2**24 exactly, far above any LLM vocabulary.
+_MAX_PACKED_VOCAB = 2**24
+
+
+def _as_int_array(x: torch.Tensor | Sequence[int] | np.ndarray) -> np.ndarray:
+    """Host int64 copy of a token list / tensor."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().reshape(-1).to("cpu", torch.long).numpy()
+    return np.asarray(x, dtype=np.int64).reshape(-1)
+
+
+def last_occurrence(values: np.ndarray) -> np.ndarray:
+    """Positions of the last occurrence of each distinct value, ordered by ascending value.
+
+    Used to make overwrites deterministic: when a token occurs several times in one update, the
+    last position wins (a scatter with duplicate indices would leave the winner unspecified).
+    """
+    n = values.shape[0]
+    _, first_in_reversed = np.unique(values[::-1], return_index=True)
+    return n - 1 - first_in_reversed
+
+
+class AdjacencyTable:
+    """Top-K successor table (SPEC: branch source, symbol K).
+
+    vocab_size  V, rows of the unigram table (= the logits' last dimension)
+    k           K, successors kept per row (at most V)
+    use_scores  keep softmax scores; if False (Token Recycling: ids only) `successors` returns the
+                rank-based placeholders 1/(rank+1) and no softmax is computed
+    use_bigram  keep the (previous token, token) tier, consulted before the unigram row
+    """
+
+    def __init__(self, vocab_size: int, k: int, use_scores: bool = True, use_bigram: bool = False) -> None:
+        if vocab_size <= 0 or k <= 0:
+            raise ValueError(f"vocab_size and k must be positive, got {vocab_size}, {k}")
+        if vocab_size > _MAX_PACKED_VOCAB:
+            raise ValueError(f"vocab_size {vocab_size} exceeds {_MAX_PACKED_VOCAB}")
+        self.vocab_size = vocab_size
+        self.k = k
+        self.width = min(k, vocab_size)
+        self.use_scores = use_scores
+        self.use_bigram = use_bigram
+        self._placeholder = (1.0 / np.arange(1, self.width + 1)).astype(np.float32).tolist()
+        self._ids = np.zeros((vocab_size, self.width), dtype=np.int64)
+        self._scores = np.zeros((vocab_size, self.width), dtype=np.float32) if use_scores else None
+        self._seen = np.zeros(vocab_size, dtype=bool)
+        self._reset_bigram()
+
+    # ------------------------------------------------------------------ state
+    def _reset_bigram(self) -> None:
+        self._bg_keys = np.empty(0, dtype=np.int64)  # sorted keys prev * V + tok
+        self._bg_slots = np.empty(0, dtype=np.int64)  # row of each key in the row store
+        self._bg_ids = np.zeros((0, self.width), dtype=np.int64)
+        self._bg_scores = np.zeros((0, self.width), dtype=np.float32)
+        self._bg_count = 0
+
+    def reset(self) -> None:
+        """Forget everything (SPEC: the table is fresh per prompt for Goose, iso and eagle2)."""
+        self._seen[:] = False
+        self._reset_bigram()
+
+    @property
+    def num_rows(self) -> int:
+        """Tokens with a unigram row."""
+        return int(self._seen.sum())
+
+    @property
+    def num_bigrams(self) -> int:
+        """(prev, token) keys in the bigram tier."""
+        return self._bg_count
+
+    # ------------------------------------------------------------------ lookup
+    def successors(
+        self, token: int, prev: int | None = None, min_score: float = 0.0
+    ) -> tuple[list[int], list[float]]:
+        """Successor ids and scores of `token`, in descending score order.
+
+        The bigram row (prev, token) is consulted first when the bigram tier is on and `prev` is
+        given, the unigram row on a miss; ([], []) if the token has never been seen. Successors
+        with a score below `min_score` are dropped (only meaningful with use_scores).
+        """
+        row = None
+        if self.use_bigram and prev is not None and prev >= 0 and self._bg_count:
+            key = prev * self.vocab_size + token
+            i = int(np.searchsorted(self._bg_keys, key))
+            if i < self._bg_keys.shape[0] and self._bg_keys[i] == key:
+                slot = self._bg_slots[i]
+                ids = self._bg_ids[slot].tolist()
+                scores = self._bg_scores[slot].tolist() if self.use_scores else list(self._placeholder)
+                row = (ids, scores)
+        if row is None:
+            if not self._seen[token]:
+                return [], []
+            ids = self._ids[token].tolist()
+            scores = self._scores[token].tolist() if self._scores is not None else list(self._placeholder)
+            row = (ids, scores)
+        if min_score > 0.0:
+            n = sum(1 for s in row[1] if s >= min_score)  # scores are descending
+            return row[0][:n], row[1][:n]
+        return row
+
+    # ------------------------------------------------------------------ update
+    def _topk_to_host(self, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+        """topk (and softmax over the K logits) on the logits' device, one transfer to the host."""
+        with torch.no_grad():
+            vals, idx = torch.topk(logits.detach(), self.width, dim=-1)
+            if not self.use_scores:
+                return idx.to("cpu", torch.long).numpy(), None
+            scores = torch.softmax(vals.float(), dim=-1)
+            packed = torch.cat([idx.to(torch.float32), scores], dim=-1).cpu().numpy()
+        return packed[:, : self.width].astype(np.int64), np.ascontiguousarray(packed[:, self.width :])
+
+    def update(
+        self,
+        tokens: torch.Tensor | Sequence[int],
+        logits: torch.Tensor,
+        prev_tokens: torch.Tensor | Sequence[int] | None = None,
+    ) -> None:
+        """Overwrite row tokens[i] with topk(logits[i]) for every i (freshest wins).
+
+        tokens [n] ids; logits [n, V] on any device and dtype; prev_tokens [n] ids of the token
+        before tokens[i] on its path, -1 where there is none (bigram tier only). If a token (or a
+        bigram key) occurs several times in one update, the last position wins.
+        """
+        logits = logits.reshape(-1, logits.shape[-1])
+        if logits.shape[-1] != self.vocab_size:
+            raise ValueError(f"logits have {logits.shape[-1]} columns, table vocab is {self.vocab_size}")
+        tok = _as_int_array(tokens)
+        if tok.shape[0] != logits.shape[0]:
+            raise ValueError(f"{tok.shape[0]} tokens but {logits.shape[0]} logit rows")
+        if tok.shape[0] == 0:
+            return
+        ids, scores = self._topk_to_host(logits)
+
+        last = last_occurrence(tok)
+        rows = tok[last]
+        self._ids[rows] = ids[last]
+        if self._scores is not None:
+            self._scores[rows] = scores[last]
+        self._seen[rows] = True
+
+        if self.use_bigram and prev_tokens is not None:
+            prev = _as_int_array(prev_tokens)
+            if prev.shape[0] != tok.shape[0]:
+                raise ValueError(f"{prev.shape[0]} prev tokens but {tok.shape[0]} tokens")
+            valid = np.flatnonzero(prev >= 0)
+            if valid.size:
+                keys = prev[valid] * self.vocab_size + tok[valid]
+                sel = valid[last_occurrence(keys)]  # ascending key order
+                self._bigram_write(
+                    prev[sel] * self.vocab_size + tok[sel],
+                    ids[sel],
+                    scores[sel] if scores is not None else None,
+                )
+
+    def _bigram_write(self, keys: np.ndarray, ids: np.ndarray, scores: np.ndarray | None) -> None:
+        """Overwrite / insert rows for sorted, distinct `keys` (vectorised merge into the store)."""
+        m = self._bg_keys.shape[0]
+        pos = np.searchsorted(self._bg_keys, keys)
+        hit = np.zeros(keys.shape[0], dtype=bool)
+        inside = pos < m
+        hit[inside] = self._bg_keys[pos[inside]] == keys[inside]
+        slots = self._bg_slots[pos[hit]]
+        self._bg_ids[slots] = ids[hit]
+        if scores is not None:
+            self._bg_scores[slots] = scores[hit]
+
+        miss = ~hit
+        n_new = int(miss.sum())
+        if n_new == 0:
+            return
+        new_slots = np.arange(self._bg_count, self._bg_count + n_new, dtype=np.int64)
+        self._grow(self._bg_count + n_new)
+        self._bg_ids[new_slots] = ids[miss]
+        if scores is not None:
+            self._bg_scores[new_slots] = scores[miss]
+        # pos is non-decreasing and keys ascending, so inserting before pos keeps the keys sorted
+        self._bg_keys = np.insert(self._bg_keys, pos[miss], keys[miss])
+        self._bg_slots = np.insert(self._bg_slots, pos[miss], new_slots)
+        self._bg_count += n_new
+
+    def _grow(self, needed: int) -> None:
+        """Make the bigram row store hold at least `needed` rows (capacity doubles)."""
+        cap = self._bg_ids.shape[0]
+        if needed <= cap:
+            return
+        new_cap = max(needed, 2 * cap, 1024)
+        ids = np.zeros((new_cap, self.width), dtype=np.int64)
+        ids[:cap] = self._bg_ids
+        self._bg_ids = ids
+        if self.use_scores:
+            scores = np.zeros((new_cap, self.width), dtype=np.float32)
+            scores[:cap] = self._bg_scores
+            self._bg_scores = scores
+
+    # ------------------------------------------------------------------ the two usual updates
+    def update_from_tree(
+        self,
+        tokens: Sequence[int],
+        parents: Sequence[int],
+        logits: torch.Tensor,
+        prev_anchor: int | None = None,
+    ) -> None:
+        """Update from a verification forward over a tree (rejected nodes included).
+
+        tokens / parents as in DraftTree (parents[0] == -1); logits [n, V]; prev_anchor the
+        committed token before the anchor (the root's bigram predecessor), None if there is none.
+        """
+        prev = None
+        if self.use_bigram:
+            tok = np.asarray(tokens, dtype=np.int64)
+            prev = tok[np.maximum(np.asarray(parents, dtype=np.int64), 0)]
+            prev[0] = -1 if prev_anchor is None else prev_anchor
+        self.update(tokens, logits, prev)
+
+    def update_from_prefill(self, prompt_ids: Sequence[int], logits: torch.Tensor) -> None:
+        """Prefill harvest: row prompt[i] <- topk(logits[i]), bigram key (prompt[i-1], prompt[i]).
+
+        If `logits` has fewer rows than the prompt (an engine that kept only the tail), they are
+        aligned with the last prompt tokens.
+        """
+        logits = logits.reshape(-1, logits.shape[-1])
+        ids = np.asarray(prompt_ids, dtype=np.int64)
+        prev = np.concatenate([np.array([-1], dtype=np.int64), ids[:-1]])
+        n = logits.shape[0]
+        if n > ids.shape[0]:
+            raise ValueError(f"{n} prefill logit rows for a prompt of {ids.shape[0]} tokens")
+        start = ids.shape[0] - n
+        self.update(ids[start:], logits, prev[start:] if self.use_bigram else None)

@@ -1,0 +1,113 @@
+"""Confidence-adaptive setup of a Goose tree (SPEC "Goose" steps 2 and 5).
+
+c (confidence in the context match) sets how far the chain is extended, the effective budget
+B_eff and the shift of the spine ratio towards the spine; the spine-acceptance EMA a picks the base
+spine-ratio tier. All functions are pure except `SpineAcceptanceEMA`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+# The confidence schedule's constants (SPEC step 2; fixed in the paper, not swept).
+SHORT_MATCH_CEILING = 0.6  # c = 0.6 * len / long_match below long_match
+LONG_MATCH_FLOOR = 0.7  # c at len == long_match
+LONG_MATCH_CEILING = 0.9  # c never exceeds this without consensus
+LONG_MATCH_RAMP = 12  # tokens past long_match over which c climbs 0.7 -> 0.9 (= max_chain - long_match
+# at the paper's defaults, so c reaches 0.9 at a full-length match; kept literal as in the SPEC)
+
+_EPS = 1e-9  # int(x) of a product like 60 * 0.15 must not lose a unit to binary rounding
+
+
+def _floor(x: float) -> int:
+    """int(x) for x >= 0, robust to representation error (int(60 * 0.15) is 9, not 8)."""
+    return math.floor(x + _EPS)
+
+
+def match_confidence(chain_len: int, consensus: bool, long_match: int = 8) -> float:
+    """Confidence c in [0, 1] of a context match with `chain_len` tokens.
+
+    0 for no chain; 1 on consensus; min(0.9, 0.7 + 0.2*(len-8)/12) for len >= long_match (8);
+    0.6*len/8 otherwise.
+    """
+    if chain_len <= 0:
+        return 0.0
+    if consensus:
+        return 1.0
+    if chain_len >= long_match:
+        rise = (LONG_MATCH_CEILING - LONG_MATCH_FLOOR) * (chain_len - long_match) / LONG_MATCH_RAMP
+        return min(LONG_MATCH_CEILING, LONG_MATCH_FLOOR + rise)
+    return SHORT_MATCH_CEILING * chain_len / long_match
+
+
+def extension_limit(c: float, max_extended_chain: int = 100) -> int:
+    """Length a chain of confidence c > threshold is extended to: int(max_extended_chain * c)."""
+    return _floor(max_extended_chain * c)
+
+
+def effective_budget(c: float, budget: int = 60, max_extended_chain: int = 100) -> int:
+    """B_eff = B + int(c * (max_extended_chain - B)), the node budget of a cycle of confidence c.
+
+    When B already exceeds max_extended_chain (a sensitivity sweep) the budget is never lowered:
+    the extension is max(0, max_extended_chain - B).
+    """
+    return budget + _floor(c * max(0, max_extended_chain - budget))
+
+
+def base_spine_ratio(
+    ema: float,
+    tiers: Sequence[float] = (0.15, 0.30, 0.50),
+    thresholds: Sequence[float] = (0.2, 0.4),
+) -> float:
+    """Base tier of the spine ratio from the spine-acceptance EMA a: a<0.2 -> 0.15, a<0.4 -> 0.30,
+    else 0.50."""
+    if ema < thresholds[0]:
+        return tiers[0]
+    if ema < thresholds[1]:
+        return tiers[1]
+    return tiers[2]
+
+
+def spine_ratio(
+    c: float,
+    ema: float,
+    tiers: Sequence[float] = (0.15, 0.30, 0.50),
+    thresholds: Sequence[float] = (0.2, 0.4),
+) -> float:
+    """Share of B_eff the spine may take: base + c * (1 - base)."""
+    base = base_spine_ratio(ema, tiers, thresholds)
+    return base + c * (1.0 - base)
+
+
+def spine_cap(b_eff: int, ratio: float) -> int:
+    """Most spine nodes a tree of budget B_eff may hold: int(B_eff * ratio), at most B_eff - 1.
+
+    The SPEC's int(B_eff * ratio) reaches B_eff at c = 1 (ratio = 1), which with the root would be
+    B_eff + 1 nodes; capping at B_eff - 1 keeps every tree within its budget (root included).
+    """
+    return max(0, min(_floor(b_eff * ratio), b_eff - 1))
+
+
+def spine_length(chain_len: int, b_eff: int, ratio: float) -> int:
+    """L = min(len(chain), int(B_eff * ratio)) (with the cap of `spine_cap`)."""
+    return min(chain_len, spine_cap(b_eff, ratio))
+
+
+class SpineAcceptanceEMA:
+    """The spine-acceptance EMA a (initial 0.5): after each tree cycle with a spine,
+    a <- α * (accepted spine nodes / spine nodes) + (1 - α) * a."""
+
+    def __init__(self, alpha: float = 0.3, initial: float = 0.5) -> None:
+        self.alpha = alpha
+        self.initial = initial
+        self.value = initial
+
+    def reset(self) -> None:
+        self.value = self.initial
+
+    def update(self, accepted: int, offered: int) -> float:
+        """Fold in one cycle's spine acceptance (no-op when the tree had no spine)."""
+        if offered > 0:
+            self.value = self.alpha * (accepted / offered) + (1.0 - self.alpha) * self.value
+        return self.value

@@ -1,0 +1,150 @@
+"""Context matcher: Goose's spine source (SPEC "Goose" step 1).
+
+The pool is the prompt plus every committed token. For each n in the n-gram lengths (5, 4, 3) an
+index maps an n-gram to the list of positions where it starts, in order of appearance. An n-gram
+is indexed only once the token that follows it has been committed, so a lookup never finds the
+query suffix itself (it has nothing after it): every indexed occurrence is an *earlier* one.
+
+Appending a token costs len(ngram_lengths) dict insertions; a lookup costs len(ngram_lengths)
+dict probes. Neither depends on the length of the text (no rescans). Consensus is kept the same
+way: per n-gram, the next token of its first occurrence and whether every later occurrence
+continued with that same token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ContextMatch:
+    """The result of one lookup.
+
+    chain      up to max_chain tokens that followed the earliest occurrence (empty: no match)
+    n          the n-gram length that matched (0 when there is no match)
+    start      pool position where the earliest occurrence starts (-1 when there is no match)
+    consensus  at that n: >= 2 earlier occurrences, all continuing with the same next token
+    """
+
+    chain: list[int]
+    n: int = 0
+    start: int = -1
+    consensus: bool = False
+
+
+NO_MATCH = ContextMatch([])
+
+
+@dataclass
+class _Occurrences:
+    """Index entry of one n-gram: its start positions and the agreement of their next tokens."""
+
+    starts: list[int]
+    next_token: int  # the token after the first occurrence
+    agree: bool = True  # every occurrence so far continued with next_token
+
+
+class ContextMatcher:
+    """Incremental n-gram index over prompt + committed tokens.
+
+    ngram_lengths  lengths queried, longest first (paper: (5, 4, 3))
+    max_chain      longest continuation one match returns (paper: 20)
+    """
+
+    def __init__(self, ngram_lengths: Sequence[int] = (5, 4, 3), max_chain: int = 20) -> None:
+        if max_chain < 1:
+            raise ValueError(f"max_chain = {max_chain}: must be >= 1")
+        if not ngram_lengths or min(ngram_lengths) < 1:
+            raise ValueError(f"ngram_lengths = {ngram_lengths!r}: must be positive lengths")
+        self.ngram_lengths = tuple(sorted(set(ngram_lengths), reverse=True))
+        self.max_chain = max_chain
+        self.tokens: list[int] = []
+        self._index: dict[int, dict[tuple[int, ...], _Occurrences]] = {n: {} for n in self.ngram_lengths}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def reset(self) -> None:
+        """Forget the pool (a new prompt)."""
+        self.tokens = []
+        self._index = {n: {} for n in self.ngram_lengths}
+
+    def append(self, tokens: Sequence[int]) -> None:
+        """Add committed tokens to the pool; indexes every n-gram that now has a next token."""
+        pool = self.tokens
+        for token in tokens:
+            token = int(token)
+            j = len(pool)  # position of the new token: it follows the n-gram starting at j - n
+            for n, index in self._index.items():
+                p = j - n
+                if p < 0:
+                    continue
+                key = tuple(pool[p:j])
+                entry = index.get(key)
+                if entry is None:
+                    index[key] = _Occurrences([p], token)
+                else:
+                    entry.starts.append(p)
+                    if token != entry.next_token:
+                        entry.agree = False
+            pool.append(token)
+
+    def sync(self, committed: Sequence[int]) -> None:
+        """Bring the pool up to `committed` (prompt + generated), appending only the new tail.
+
+        The pool must be a prefix of `committed` (the decode loop only ever appends)."""
+        if len(committed) < len(self.tokens):
+            raise ValueError(
+                f"committed has {len(committed)} tokens but the matcher already holds {len(self.tokens)}; "
+                "call reset() for a new prompt"
+            )
+        if len(committed) > len(self.tokens):
+            self.append(committed[len(self.tokens) :])
+
+    def occurrences(self, ngram: Sequence[int]) -> list[int]:
+        """Start positions of the earlier occurrences of `ngram` (those with a next token)."""
+        index = self._index.get(len(ngram))
+        if index is None:
+            raise ValueError(f"no index for n = {len(ngram)}; lengths are {self.ngram_lengths}")
+        entry = index.get(tuple(ngram))
+        return list(entry.starts) if entry else []
+
+    def match(self, suffix: Sequence[int] | None = None) -> ContextMatch:
+        """Look up the last n tokens of `suffix` (default: of the pool) for n longest first.
+
+        At the first n with earlier occurrences, return the continuation of the earliest one (up
+        to max_chain tokens) and the consensus flag at that n."""
+        if suffix is None:
+            suffix = self.tokens[-self.ngram_lengths[0] :]
+        for n, index in self._index.items():
+            if len(suffix) < n:
+                continue
+            entry = index.get(tuple(suffix[len(suffix) - n :]))
+            if entry is None:
+                continue
+            start = entry.starts[0]
+            chain = self.tokens[start + n : start + n + self.max_chain]
+            consensus = len(entry.starts) >= 2 and entry.agree
+            return ContextMatch(chain, n, start, consensus)
+        return NO_MATCH
+
+    def extend_chain(self, chain: Sequence[int], limit: int, require_consensus: bool) -> list[int]:
+        """Grow `chain` by repeated matching from the end of the drafted text (SPEC step 5).
+
+        The drafted text is pool + chain; each round looks up its suffix and appends the match's
+        continuation, until the chain has `limit` tokens (cut there) or a lookup finds nothing.
+        With `require_consensus` (c = 1) a proposal is appended only if it has consensus itself;
+        the first one without consensus ends the extension and is not appended.
+        """
+        extended = list(chain)
+        width = self.ngram_lengths[0]
+        while len(extended) < limit:
+            tail = extended[-width:]
+            if len(tail) < width:
+                tail = self.tokens[max(0, len(self.tokens) - (width - len(tail))) :] + tail
+            found = self.match(tail)
+            if not found.chain or (require_consensus and not found.consensus):
+                break
+            extended.extend(found.chain[: limit - len(extended)])
+        return extended

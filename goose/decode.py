@@ -1,0 +1,140 @@
+"""The decode loop: one prompt, one drafter, one engine; records what every step did.
+
+Metrics (SPEC): τ = generated tokens / target forward calls, the prefill counted as one call and
+the token it produces counted as generated. Wall time starts before the prefill and before any
+drafter state is allocated (drafter.begin runs inside the timed region).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from goose.drafter import Drafter
+from goose.engine import VerificationEngine
+from goose.tree import DRAFT_SOURCES, SOURCE_NAMES
+
+
+@dataclass
+class StepRecord:
+    """One verification step: route, tree size, per-source offered/accepted, timings (seconds)."""
+
+    route: str
+    tree_size: int
+    accepted_len: int  # drafted tokens accepted (bonus excluded)
+    new_tokens: int  # tokens committed (accepted + bonus, after the EOS / budget cut)
+    offered: dict[str, int]
+    accepted: dict[str, int]
+    draft_s: float
+    verify_s: float
+    update_s: float
+
+
+@dataclass
+class Generation:
+    """Everything one prompt's generation produced."""
+
+    output_ids: list[int]
+    forward_calls: int
+    wall_time_s: float
+    prefill_s: float
+    steps: list[StepRecord] = field(default_factory=list)
+    drafter_stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tau(self) -> float:
+        """τ: generated tokens per target forward call (prefill included)."""
+        return len(self.output_ids) / self.forward_calls if self.forward_calls else 0.0
+
+    def totals(self, what: str) -> dict[str, int]:
+        """Summed per-source counts over the steps; what = 'offered' or 'accepted'."""
+        out = {SOURCE_NAMES[s]: 0 for s in DRAFT_SOURCES}
+        for step in self.steps:
+            for name, n in getattr(step, what).items():
+                out[name] += n
+        return out
+
+    def time_split(self) -> dict[str, float]:
+        """Total seconds per phase: prefill, draft, verify (forward + walk + compaction), update."""
+        return {
+            "prefill_s": self.prefill_s,
+            "draft_s": sum(s.draft_s for s in self.steps),
+            "verify_s": sum(s.verify_s for s in self.steps),
+            "update_s": sum(s.update_s for s in self.steps),
+        }
+
+    def routes(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self.steps:
+            counts[s.route] = counts.get(s.route, 0) + 1
+        return counts
+
+
+def _clock(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def generate(
+    engine: VerificationEngine, drafter: Drafter, prompt_ids: Sequence[int], max_new_tokens: int
+) -> Generation:
+    """Greedy speculative generation of up to `max_new_tokens` tokens (stop at EOS, kept)."""
+    device = engine.device
+    if max_new_tokens <= 0:
+        return Generation(output_ids=[], forward_calls=0, wall_time_s=0.0, prefill_s=0.0)
+    t_start = _clock(device)
+    prefill_logits = engine.prefill(prompt_ids)
+    first = int(prefill_logits[-1].argmax())
+    t_prefill = _clock(device)
+    drafter.begin(list(prompt_ids), prefill_logits)
+    del prefill_logits
+    committed = [*prompt_ids, first]
+    output = [first]
+    steps: list[StepRecord] = []
+    eos = set(engine.eos_token_ids)
+    forward_calls = 1
+    while len(output) < max_new_tokens and output[-1] not in eos:
+        t0 = _clock(device)
+        tree = drafter.propose(committed)
+        t1 = _clock(device)
+        outcome = engine.verify(tree, budget=max_new_tokens - len(output))
+        t2 = _clock(device)
+        drafter.observe(tree, outcome)
+        t3 = _clock(device)
+        forward_calls += 1
+        offered = {SOURCE_NAMES[s]: 0 for s in DRAFT_SOURCES}
+        for s in tree.sources[1:]:
+            offered[SOURCE_NAMES[s]] += 1
+        accepted = {SOURCE_NAMES[s]: 0 for s in DRAFT_SOURCES}
+        for node in outcome.accepted_nodes[1:]:
+            accepted[SOURCE_NAMES[tree.sources[node]]] += 1
+        steps.append(
+            StepRecord(
+                route=drafter.route,
+                tree_size=len(tree),
+                accepted_len=len(outcome.accepted_nodes) - 1,
+                new_tokens=len(outcome.new_tokens),
+                offered=offered,
+                accepted=accepted,
+                draft_s=t1 - t0,
+                verify_s=t2 - t1,
+                update_s=t3 - t2,
+            )
+        )
+        output.extend(outcome.new_tokens)
+        committed.extend(outcome.new_tokens)
+    drafter.end()
+    t_end = _clock(device)
+    return Generation(
+        output_ids=output,
+        forward_calls=forward_calls,
+        wall_time_s=t_end - t_start,
+        prefill_s=t_prefill - t_start,
+        steps=steps,
+        drafter_stats=dict(drafter.stats),
+    )

@@ -1,0 +1,79 @@
+"""Cell metrics from result rows (no torch: the analysis scripts import this too).
+
+Definitions (SPEC):
+- τ = Σ generated tokens / Σ forward calls over the cell's prompts (ratio of sums).
+- tokens/s = Σ generated tokens / Σ wall time.
+- speedup = tokens/s(method) / tokens/s(AR), over the prompts both completed.
+- p_s, p_t = Σ accepted / Σ offered of the spine (context) and branch (adjacency) sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("status", "ok") == "ok"]
+
+
+def rate(num: float, den: float) -> float:
+    """num / den, NaN when den is 0."""
+    return num / den if den else float("nan")
+
+
+def cell_summary(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Summary of one cell (model x bench x method x config). `ar_rows`: the AR rows of the same
+    model/bench/max_new_tokens, for the speedup (restricted to prompts present in both)."""
+    ok = _ok(rows)
+    gen = sum(r["generated_tokens"] for r in ok)
+    calls = sum(r["forward_calls"] for r in ok)
+    wall = sum(r["wall_time_s"] for r in ok)
+    offered = {s: sum(r["offered"].get(s, 0) for r in ok) for s in ("spine", "branch")}
+    accepted = {s: sum(r["accepted"].get(s, 0) for r in ok) for s in ("spine", "branch")}
+    p_s = rate(accepted["spine"], offered["spine"])
+    p_t = rate(accepted["branch"], offered["branch"])
+    out: dict[str, Any] = {
+        "prompts": len(ok),
+        "failed": len(rows) - len(ok),
+        "generated_tokens": gen,
+        "forward_calls": calls,
+        "tau": rate(gen, calls),
+        "tokens_per_s": rate(gen, wall),
+        "lossless_share": rate(sum(bool(r.get("lossless")) for r in ok), len(ok)),
+        "near_tie_mismatches": sum(1 for r in ok if r.get("lossless") is False and r.get("near_tie")),
+        "real_mismatches": sum(1 for r in ok if r.get("lossless") is False and not r.get("near_tie")),
+        "p_s": p_s,
+        "p_t": p_t,
+        "p_ratio": rate(p_s, p_t),
+        "offered_spine": offered["spine"],
+        "offered_branch": offered["branch"],
+        "accepted_spine": accepted["spine"],
+        "accepted_branch": accepted["branch"],
+        "speedup": float("nan"),
+    }
+    if ar_rows:
+        ar = {r["prompt_id"]: r for r in _ok(ar_rows)}
+        both = [r for r in ok if r["prompt_id"] in ar]
+        mine = rate(sum(r["generated_tokens"] for r in both), sum(r["wall_time_s"] for r in both))
+        base = rate(
+            sum(ar[r["prompt_id"]]["generated_tokens"] for r in both),
+            sum(ar[r["prompt_id"]]["wall_time_s"] for r in both),
+        )
+        out["speedup"] = rate(mine, base)
+    return out
+
+
+def format_table(header: list[str], rows: list[list[Any]]) -> str:
+    """A plain-text table (numbers to 3 significant decimals) for terminal summaries."""
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return "nan" if v != v else f"{v:.3f}"
+        return str(v)
+
+    cells = [header] + [[fmt(v) for v in r] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

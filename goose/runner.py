@@ -1,0 +1,271 @@
+"""Runs one cell (model x bench x method x config) prompt by prompt and writes result rows.
+
+For every prompt the greedy AR reference is looked up in the results on disk (rows of method
+`ar` with the same model, bench, max_new_tokens and dtype) and, when missing, generated first and
+written as an AR row: so every method row carries a losslessness verdict, and AR timings of the
+same session sit beside the method's. Cells already in the results are skipped (resume).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import subprocess
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from baselines.ar import ARDrafter
+from goose.decode import Generation, generate
+from goose.drafter import Drafter
+from goose.engine import VerificationEngine
+from goose.results import append_row, cell_key, config_hash, read_rows
+from goose.tree import DraftTree
+
+SESSION_ID = uuid.uuid4().hex[:12]
+
+
+def environment() -> dict[str, Any]:
+    """Hardware, library versions and git commit, recorded in every row."""
+    import transformers
+
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            timeout=5,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            timeout=5,
+        ).stdout.strip()
+        commit = commit + ("-dirty" if dirty else "") if commit else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "hardware": {
+            "cpu": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "gpu": gpu,
+        },
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        },
+        "git_commit": commit,
+        "session_id": SESSION_ID,
+    }
+
+
+def warm_up(engine: VerificationEngine, token_ids: Sequence[int]) -> None:
+    """One untimed prefill and one small tree verification, so that the first timed prompt does
+    not pay for lazy initialisation (allocator, kernels, thread pools)."""
+    ids = list(token_ids)[:32] or [0]
+    logits = engine.prefill(ids)
+    anchor = int(logits[-1].argmax())
+    tree = DraftTree.chain(anchor, [anchor] * 3)
+    tree.add(anchor + 1 if anchor + 1 < logits.shape[-1] else 0, 0, tree.sources[1])
+    engine.verify(tree, budget=4)
+
+
+@dataclass
+class Cell:
+    """What identifies a cell, copied into each row."""
+
+    model: str
+    bench: str
+    method: str
+    method_config: dict[str, Any]
+    max_new_tokens: int
+    dtype: str
+
+    def row_base(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "bench": self.bench,
+            "method": self.method,
+            "method_config": self.method_config,
+            "config_hash": config_hash(self.method_config),
+            "max_new_tokens": self.max_new_tokens,
+            "dtype": self.dtype,
+        }
+
+
+def sample_tree(gen_trees: list[tuple[DraftTree, list[int]]]) -> dict[str, Any] | None:
+    """The largest tree among the recorded ones, as plain lists (for the topology figure)."""
+    if not gen_trees:
+        return None
+    tree, accepted = max(gen_trees, key=lambda ta: len(ta[0]))
+    return {
+        "tokens": tree.tokens,
+        "parents": tree.parents,
+        "sources": tree.sources,
+        "depths": tree.depths,
+        "accepted": accepted,
+    }
+
+
+class _TreeRecorder(Drafter):
+    """Wraps a drafter to keep the trees of the first few steps (for the topology figure)."""
+
+    def __init__(self, inner: Drafter, keep: int = 16):
+        super().__init__(name=inner.name)
+        self.inner, self.keep, self.trees = inner, keep, []
+
+    def begin(self, prompt_ids, prefill_logits):  # type: ignore[override]
+        self.trees = []
+        self.inner.begin(prompt_ids, prefill_logits)
+
+    def propose(self, committed):  # type: ignore[override]
+        tree = self.inner.propose(committed)
+        self.route = self.inner.route
+        return tree
+
+    def observe(self, tree, outcome):  # type: ignore[override]
+        if len(self.trees) < self.keep:
+            self.trees.append((tree, outcome.accepted_nodes))
+        self.inner.observe(tree, outcome)
+
+    def end(self):  # type: ignore[override]
+        self.inner.end()
+        self.stats = self.inner.stats
+
+
+def generation_row(gen: Generation) -> dict[str, Any]:
+    """The measured fields of a row."""
+    n = len(gen.output_ids)
+    return {
+        "generated_tokens": n,
+        "forward_calls": gen.forward_calls,
+        "tau": gen.tau,
+        "wall_time_s": gen.wall_time_s,
+        "tokens_per_s": n / gen.wall_time_s if gen.wall_time_s else 0.0,
+        **gen.time_split(),
+        "offered": gen.totals("offered"),
+        "accepted": gen.totals("accepted"),
+        "routes": gen.routes(),
+        "step_accepted": [s.accepted_len for s in gen.steps],
+        "step_tree_size": [s.tree_size for s in gen.steps],
+        "drafter_stats": gen.drafter_stats,
+        "output_ids": gen.output_ids,
+    }
+
+
+def near_tie_threshold(top_logit: float, dtype: torch.dtype) -> float:
+    """2 ulps of the top logit in `dtype`, and at least 1e-4 (measured fp32 noise between a tree
+    forward and sequential decoding is ~4e-5)."""
+    ulp = torch.finfo(dtype).eps * 2.0 ** math.floor(math.log2(max(abs(top_logit), 1e-30)))
+    return max(2.0 * ulp, 1e-4)
+
+
+def lossless_fields(
+    engine: VerificationEngine, prompt_ids: list[int], output: list[int], reference: list[int]
+) -> dict[str, Any]:
+    """Compare with the AR reference; on a mismatch, teacher-force AR's prefix up to the first
+    differing index and record the top-2 margin there. A margin within 2 ulps of the top logit in
+    the model's dtype (at least 1e-4, the fp32 tree-vs-sequential noise) is a near-tie."""
+    if output == reference:
+        return {"lossless": True, "first_diff": None, "diff_margin": None, "near_tie": None}
+    idx = next((i for i, (a, b) in enumerate(zip(output, reference)) if a != b), min(len(output), len(reference)))
+    top1, top2, margin, top_value = engine.next_token_margin(prompt_ids + reference[:idx])
+    tol = near_tie_threshold(top_value, engine.dtype)
+    return {
+        "lossless": False,
+        "first_diff": idx,
+        "diff_tokens": [reference[idx] if idx < len(reference) else None, output[idx] if idx < len(output) else None],
+        "diff_margin": margin,
+        "diff_top2": [top1, top2],
+        "near_tie": margin <= tol,
+        "near_tie_threshold": tol,
+    }
+
+
+def run_cell(
+    engine: VerificationEngine,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    cell: Cell,
+    make_drafter: Callable[[], Drafter],
+    results_file: Path,
+    extra: dict[str, Any] | None = None,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """Run (or resume) a cell; returns the rows of this cell and of the AR reference, in prompt
+    order, as they are on disk after the run."""
+    env = {**environment(), **(extra or {})}
+    ar_cell = Cell(cell.model, cell.bench, "ar", ARDrafter().config(), cell.max_new_tokens, cell.dtype)
+    existing = {cell_key(r): r for r in read_rows(results_file) if r.get("status", "ok") == "ok"}
+    drafter = make_drafter()
+    ar_drafter = ARDrafter()
+    out_rows: list[dict[str, Any]] = []
+    for i, prompt in enumerate(prompts):
+        prompt_ids = tokenizer(prompt.text).input_ids
+        ar_key = cell_key({**ar_cell.row_base(), "prompt_id": prompt.prompt_id})
+        key = cell_key({**cell.row_base(), "prompt_id": prompt.prompt_id})
+        if ar_key not in existing:
+            existing[ar_key] = _run_one(engine, ar_drafter, prompt, prompt_ids, ar_cell, None, env, results_file)
+        reference = existing[ar_key].get("output_ids")
+        if key not in existing:
+            existing[key] = _run_one(engine, drafter, prompt, prompt_ids, cell, reference, env, results_file)
+            r = existing[key]
+            log(
+                f"[{i + 1}/{len(prompts)}] {cell.method} {prompt.prompt_id}: "
+                + (
+                    f"{r['generated_tokens']} tok, tau {r['tau']:.2f}, {r['tokens_per_s']:.1f} tok/s, "
+                    f"lossless {r['lossless']}"
+                    if r.get("status") == "ok"
+                    else f"FAILED: {r.get('error')}"
+                )
+            )
+        out_rows.append(existing[key])
+        if cell.method != "ar":
+            out_rows.append(existing[ar_key])
+    return out_rows
+
+
+def _run_one(
+    engine: VerificationEngine,
+    drafter: Drafter,
+    prompt: Any,
+    prompt_ids: list[int],
+    cell: Cell,
+    reference: list[int] | None,
+    env: dict[str, Any],
+    results_file: Path,
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        **cell.row_base(),
+        "prompt_id": prompt.prompt_id,
+        "prompt_tokens": len(prompt_ids),
+        **env,
+        "timestamp": time.time(),
+    }
+    recorder = _TreeRecorder(drafter)
+    try:
+        gen = generate(engine, recorder, prompt_ids, cell.max_new_tokens)
+        row.update(generation_row(gen))
+        row["sample_tree"] = sample_tree(recorder.trees)
+        if reference is None:  # this is the AR reference itself
+            row.update({"lossless": True, "first_diff": None, "diff_margin": None, "near_tie": None})
+        else:
+            row.update(lossless_fields(engine, prompt_ids, gen.output_ids, reference))
+        row["status"] = "ok"
+    except (RuntimeError, ValueError, torch.cuda.OutOfMemoryError) as exc:  # a failed prompt, not a dead sweep
+        row.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+    append_row(results_file, row)
+    return row
