@@ -34,7 +34,9 @@ def prune_by_value(parents: Sequence[int], values: Sequence[float], keep: int) -
         if not 0 <= parents[i] < i:
             raise ValueError(f"candidate {i} has parent {parents[i]}; parents must come first")
         if values[i] > values[parents[i]]:
-            raise ValueError(f"candidate {i} is worth more than its parent ({values[i]} > {values[parents[i]]})")
+            raise ValueError(
+                f"candidate {i} is worth more than its parent ({values[i]} > {values[parents[i]]})"
+            )
     if keep >= n:
         return list(range(n))
     ranked = sorted(range(1, n), key=lambda i: (-values[i], i))
@@ -96,7 +98,7 @@ class Eagle2Drafter(AdjacencyDrafter):
             for node in expanded:
                 prev = prev_anchor if node == 0 else tokens[parents[node]]
                 ids, scores = self.successors(tokens[node], prev)
-                for token, score in zip(ids, scores):
+                for token, score in zip(ids, scores, strict=True):
                     tokens.append(token)
                     parents.append(node)
                     values.append(values[node] * min(score, 1.0))

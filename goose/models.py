@@ -33,7 +33,7 @@ from urllib.parse import urlparse
 import torch
 import transformers
 from huggingface_hub import constants as hf_constants
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
 log = logging.getLogger(__name__)
 
@@ -282,8 +282,12 @@ def _load_gguf(name: str, package: str, filename: str, attn: str, cache: bool) -
         model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32, attn_implementation=attn)
         return model, tokenizer
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation=attn
+    model = AutoModelForCausalLM.from_pretrained(  # dequantize: a plain dense model, serialisable
+        path.parent,
+        gguf_file=path.name,
+        quantization_config=GgufConfig(dequantize=True),
+        dtype=torch.float32,
+        attn_implementation=attn,
     )
     if cache:
         _write_cache(cached, model, tokenizer)

@@ -204,3 +204,34 @@ def test_shape_errors() -> None:
         table.update([0, 1], torch.zeros(1, V))
     with pytest.raises(ValueError):
         table.update([0], torch.zeros(1, V + 1))
+
+
+# ---------------------------------------------------------------- lifetime inside the drafters
+def test_token_recycling_table_persists_across_prompts() -> None:
+    from baselines.token_recycling import TokenRecyclingDrafter
+    from goose.drafter import VerifyOutcome
+    from goose.tree import DraftTree
+
+    drafter = TokenRecyclingDrafter()
+    drafter.begin([1, 2], torch.zeros(2, 16))
+    table = drafter.table
+    logits = torch.arange(16, dtype=torch.float32).unsqueeze(0)
+    drafter.observe(DraftTree.single(2), VerifyOutcome(logits, [15], [0], [15]))
+    assert table.successors(2)[0] == [15, 14, 13, 12, 11, 10, 9, 8]
+    drafter.end()
+    drafter.begin([3, 4], torch.zeros(2, 16))  # next prompt of the run
+    assert drafter.table is table
+    assert table.successors(2)[0] == [15, 14, 13, 12, 11, 10, 9, 8]
+    assert table.successors(3) == ([], [])  # and still no prefill harvest
+
+
+def test_isotropic_table_is_fresh_per_prompt() -> None:
+    from baselines.isotropic import IsotropicDrafter
+
+    drafter = IsotropicDrafter(3)
+    drafter.begin([1, 2], logits_from([{5: 1.0}, {6: 1.0}]))
+    assert drafter.table.successors(1)[0][0] == 5  # prefill harvest
+    drafter.end()
+    drafter.begin([3], logits_from([{7: 1.0}]))
+    assert drafter.table.successors(1) == ([], [])
+    assert drafter.table.successors(3)[0][0] == 7
