@@ -20,9 +20,16 @@ LONG_MATCH_RAMP = 12  # tokens past long_match over which c climbs 0.7 -> 0.9 (=
 _EPS = 1e-9  # int(x) of a product like 60 * 0.15 must not lose a unit to binary rounding
 
 
-def _floor(x: float) -> int:
-    """int(x) for x >= 0, robust to representation error (int(60 * 0.15) is 9, not 8)."""
+def safe_floor(x: float) -> int:
+    """int(x) for x >= 0, robust to representation error (a product that should be 9 but comes out
+    8.999999999999998 floors to 9)."""
     return math.floor(x + _EPS)
+
+
+def safe_ceil(x: float) -> int:
+    """ceil(x), robust to representation error (a product that should be 3 but comes out
+    3.0000000000000004 ceils to 3)."""
+    return math.ceil(x - _EPS)
 
 
 def match_confidence(chain_len: int, consensus: bool, long_match: int = 8) -> float:
@@ -43,7 +50,7 @@ def match_confidence(chain_len: int, consensus: bool, long_match: int = 8) -> fl
 
 def extension_limit(c: float, max_extended_chain: int = 100) -> int:
     """Length a chain of confidence c > threshold is extended to: int(max_extended_chain * c)."""
-    return _floor(max_extended_chain * c)
+    return safe_floor(max_extended_chain * c)
 
 
 def effective_budget(c: float, budget: int = 60, max_extended_chain: int = 100) -> int:
@@ -52,7 +59,7 @@ def effective_budget(c: float, budget: int = 60, max_extended_chain: int = 100) 
     When B already exceeds max_extended_chain (a sensitivity sweep) the budget is never lowered:
     the extension is max(0, max_extended_chain - B).
     """
-    return budget + _floor(c * max(0, max_extended_chain - budget))
+    return budget + safe_floor(c * max(0, max_extended_chain - budget))
 
 
 def base_spine_ratio(
@@ -86,7 +93,7 @@ def spine_cap(b_eff: int, ratio: float) -> int:
     The SPEC's int(B_eff * ratio) reaches B_eff at c = 1 (ratio = 1), which with the root would be
     B_eff + 1 nodes; capping at B_eff - 1 keeps every tree within its budget (root included).
     """
-    return max(0, min(_floor(b_eff * ratio), b_eff - 1))
+    return max(0, min(safe_floor(b_eff * ratio), b_eff - 1))
 
 
 def spine_length(chain_len: int, b_eff: int, ratio: float) -> int:

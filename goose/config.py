@@ -116,9 +116,7 @@ def _check_int(cfg: GooseConfig, name: str, low: int, why: str = "") -> None:
         raise ValueError(f"GooseConfig.{name} = {value!r}: must be an integer >= {low}{hint}")
 
 
-def _check_float(
-    cfg: GooseConfig, name: str, low: float, high: float, upper_open: bool = False
-) -> None:
+def _check_float(cfg: GooseConfig, name: str, low: float, high: float, upper_open: bool = False) -> None:
     value = getattr(cfg, name)
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     ok = ok and low <= value and (value < high if upper_open else value <= high)

@@ -41,11 +41,16 @@ class GooseDrafter(Drafter):
     Keyword arguments are the fields of `GooseConfig` (B = budget, D = max_depth, K = k, ρ = rho,
     α = ema_alpha, ...), so `hydra.utils.instantiate` builds it from conf/method/goose.yaml.
 
-    stats keys (per prompt): route_<route> (cycles per route), chain_extensions and
-    chain_extension_tokens (tokens added by repeated matching), b_eff_sum (sum of B_eff over tree
-    cycles), tree_fallback_ar (trees of < 2 nodes), spine_continuations (spine-tree cycles whose
-    accepted path left the spine through a branch and accepted at least one branch token) and
-    spine_continuation_tokens (accepted branch tokens of those cycles).
+    stats keys (per prompt):
+      route_<route>              cycles per route ("spine_tree", "branch_tree", "chain", "ar")
+      chain_extensions           tree cycles whose chain grew by repeated matching (c > 0.6) ...
+      chain_extension_tokens     ... and the tokens that added
+      b_eff_sum                  sum of B_eff over the verified trees (mean B_eff = b_eff_sum /
+                                 (route_spine_tree + route_branch_tree))
+      tree_fallback_ar           trees of < 2 nodes sent as AR steps instead
+      spine_continuations        spine-tree cycles whose accepted path left the spine through a
+                                 branch and accepted at least one branch token ...
+      spine_continuation_tokens  ... and the accepted branch tokens of those cycles
     """
 
     def __init__(self, name: str = "goose", **hyperparameters: Any) -> None:
@@ -55,6 +60,7 @@ class GooseDrafter(Drafter):
         self.ema = SpineAcceptanceEMA(self.cfg.ema_alpha, self.cfg.ema_init)
         self.table: AdjacencyTable | None = None
         self.confidence = 0.0  # c of the current cycle (0 off the tree-with-chain route)
+        self.b_eff = self.cfg.budget  # B_eff of the current cycle's tree
         self._prev_anchor: int | None = None
         self._spine_nodes = 0  # L of the tree being verified
 
@@ -102,6 +108,8 @@ class GooseDrafter(Drafter):
             if len(tree) < 2:
                 self.count("tree_fallback_ar")
                 tree, route = DraftTree.single(anchor), "ar"
+            else:
+                self.count("b_eff_sum", self.b_eff)
         elif found.chain:
             tree, route = DraftTree.chain(anchor, found.chain, SPINE), "chain"
         else:
@@ -126,8 +134,7 @@ class GooseDrafter(Drafter):
                     self.count("chain_extension_tokens", len(extended) - len(chain))
                 chain = extended
         self.confidence = c
-        b_eff = effective_budget(c, cfg.budget, cfg.max_extended_chain)
-        self.count("b_eff_sum", b_eff)
+        b_eff = self.b_eff = effective_budget(c, cfg.budget, cfg.max_extended_chain)
         ratio = spine_ratio(c, self.ema.value, cfg.spine_ratio_tiers, cfg.spine_ratio_thresholds)
         return build_spine_tree(
             self.table,

@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import socket
+import ssl
 import tempfile
 import time
 from dataclasses import dataclass
@@ -106,13 +107,20 @@ def resolve_device(device: str, name: str = "") -> torch.device:
 
 
 def hub_reachable(endpoint: str | None = None, timeout: float = 2.0) -> bool:
-    """True if a TCP connection to the Hub endpoint (default $HF_ENDPOINT or huggingface.co) opens."""
+    """True if the Hub endpoint (default $HF_ENDPOINT or huggingface.co) answers within `timeout` s.
+
+    For https the TLS handshake (with certificate check) is part of the test: some sandboxes accept
+    every TCP connection, so an open socket alone does not prove the Hub is there.
+    """
     url = urlparse(endpoint or hf_constants.ENDPOINT)
+    host = url.hostname or "huggingface.co"
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
-        with socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout):
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            if url.scheme == "https":
+                ssl.create_default_context().wrap_socket(sock, server_hostname=host).close()
             return True
-    except OSError:
+    except (OSError, ssl.SSLError):
         return False
 
 
@@ -135,7 +143,9 @@ def load_model(
     if source == "hub":
         local = _check_hub(name, hf_id)
         resolve_device(device, name)
-        model, tokenizer = _load_hub(name, hf_id, local, torch_dtype, device_map or device, attn_implementation)
+        model, tokenizer = _load_hub(
+            name, hf_id, local, torch_dtype, device_map or device, attn_implementation
+        )
     elif source == "gguf":
         dev = resolve_device(device, name)
         if not (gguf_package and gguf_file):
@@ -222,7 +232,9 @@ def _load_hub(
     try:
         return load(False)
     except OSError as exc:
-        raise _unavailable(name, hf_id, f"the local cache is incomplete and downloading failed ({exc})") from exc
+        raise _unavailable(
+            name, hf_id, f"the local cache is incomplete and downloading failed ({exc})"
+        ) from exc
 
 
 def _eos_ids(tokenizer: Any, model: Any) -> list[int]:
@@ -301,6 +313,7 @@ def _write_cache(target: Path, model: Any, tokenizer: Any) -> None:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        tmp.chmod(0o755)  # mkdtemp makes it private
         os.rename(tmp, target)  # atomic; fails if another process got there first
     except OSError as exc:
         if not target.is_dir():

@@ -13,12 +13,11 @@ breadth-first extension, which stops when the tree holds B_eff nodes.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
-from goose.confidence import _EPS, _floor, spine_length
+from goose.confidence import safe_ceil, safe_floor, spine_length
 from goose.tree import BRANCH, SPINE, DraftTree
 
 
@@ -59,7 +58,7 @@ def branch_shares(budget: int, spine_len: int, rho: float) -> tuple[int, int]:
     branch_budget = max(0, budget - 1 - spine_len)
     if spine_len <= 0 or branch_budget == 0 or rho <= 0.0:
         return branch_budget, 0
-    spine_share = min(branch_budget, max(1, _floor(branch_budget * rho)))
+    spine_share = min(branch_budget, max(1, safe_floor(branch_budget * rho)))
     return branch_budget - spine_share, spine_share
 
 
@@ -99,7 +98,7 @@ def build_spine_tree(
     def attach(parent: int, tokens: list[int], scores: list[float], limit: int) -> None:
         """Hang up to `limit` alternatives under `parent`, best score first."""
         added = 0
-        for token, score in zip(tokens, scores):
+        for token, score in zip(tokens, scores, strict=True):
             if added >= limit or len(tree) >= budget or score < min_score:
                 break
             token = int(token)
@@ -124,7 +123,7 @@ def build_spine_tree(
         depth = tree.depths[node]
         tokens, scores = table.successors(tree.tokens[node], tree.tokens[tree.parents[node]])
         remaining = budget - len(tree)
-        width = max(1, min(len(tokens), math.ceil(remaining * score - _EPS)))
+        width = max(1, min(len(tokens), safe_ceil(remaining * score)))
         width = min(width, max(1, k // depth))
         attach(node, tokens, scores, width)
     return tree

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from itertools import pairwise
 
 import pytest
 
@@ -44,7 +45,7 @@ def test_harmonic_split_of_19_over_20_spine_nodes():
 def test_harmonic_split_sums_exactly_and_decays(total, n):
     shares = harmonic_split(total, n)
     assert len(shares) == n and sum(shares) == total
-    assert all(a >= b for a, b in zip(shares, shares[1:]))
+    assert all(a >= b for a, b in pairwise(shares))
     h = sum(1 / i for i in range(1, n + 1))
     assert all(abs(s - total / i / h) < 1 for i, s in enumerate(shares, start=1))
 
@@ -54,7 +55,7 @@ def test_harmonic_split_random_totals():
     for _ in range(500):
         total, n = rng.randint(0, 200), rng.randint(1, 100)
         shares = harmonic_split(total, n)
-        assert sum(shares) == total and all(a >= b for a, b in zip(shares, shares[1:]))
+        assert sum(shares) == total and all(a >= b for a, b in pairwise(shares))
     assert harmonic_split(5, 0) == []
 
 
@@ -210,7 +211,9 @@ def test_random_tree_invariants():
         kids = tree.children()
         root_share, spine_share = branch_shares(budget, L, rho)
         assert sum(1 for c in kids[0] if tree.sources[c] == BRANCH) <= root_share
-        assert sum(sum(1 for c in kids[i] if tree.sources[c] == BRANCH) for i in range(1, L + 1)) <= spine_share
+        assert (
+            sum(sum(1 for c in kids[i] if tree.sources[c] == BRANCH) for i in range(1, L + 1)) <= spine_share
+        )
         for i in range(L + 1, len(tree)):
             if kids[i]:  # an extended branch node: shallower than D, width <= max(1, K // depth)
                 assert tree.depths[i] < depth
