@@ -63,6 +63,8 @@ class ModelConfig:
     gguf_package: str | None = None  # import name of the pip package holding the GGUF file
     gguf_file: str | None = None  # file name inside that package (or written by its assemble())
     attn_implementation: str = "sdpa"  # tree verification needs custom 4-D masks: sdpa or eager
+    quick_limit: int | None = None  # CPU-sized default prompt count for `python run.py` (quick=auto)
+    quick_max_new_tokens: int | None = None  # CPU-sized default max_new_tokens (quick=auto)
 
 
 @dataclass
