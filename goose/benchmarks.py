@@ -191,6 +191,29 @@ def hub_reachable(timeout: float = 2.0) -> bool:
         return False
 
 
+# Sub-folder of a data directory laid out like ../shared/data (the layout of the upstream sources).
+DATA_DIR_LAYOUT = {
+    "humaneval": "humaneval",
+    "mbpp": "mbpp",
+    "classeval": "classeval",
+    "gsm8k": "gsm8k",
+    "mtbench": "mt_bench",
+    "spec_bench": "spec_bench",
+    "alpaca": "alpaca",
+    "cnn_dm": "cnn_dailymail",
+}
+
+
+def file_in_data_dir(name: str, data_dir: str | os.PathLike[str] | None) -> Path | None:
+    """The benchmark's file inside `data_dir` (config field `data_dir`), for benchmarks that no
+    installed package ships (MBPP, ClassEval, the extra sets); None when not applicable."""
+    spec = get_spec(name)
+    if data_dir is None or spec.package is not None:
+        return None
+    path = Path(data_dir).expanduser() / DATA_DIR_LAYOUT[name] / spec.example
+    return path if path.is_file() else None
+
+
 def resolve_source(name: str, data_file: str | os.PathLike[str] | None = None, source: str = "auto") -> str:
     """The concrete source ("hub", "local" or "file") that ``load_benchmark`` uses for these arguments.
 

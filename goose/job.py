@@ -16,7 +16,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from goose.benchmarks import BenchmarkError, load_benchmark, resolve_source
+from goose.benchmarks import BenchmarkError, file_in_data_dir, load_benchmark, resolve_source
 from goose.engine import VerificationEngine
 from goose.metrics import cell_summary, format_table
 from goose.models import LoadedModel, ModelUnavailableError, load_model
@@ -88,8 +88,9 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     make_drafter = make_drafter_factory(cfg)
     bench = cfg.bench
     try:
-        source = resolve_source(bench.name, bench.get("data_file"), bench.get("source", "auto"))
-        prompts = load_benchmark(bench.name, limit, bench.get("data_file"), source=source)
+        data_file = bench.get("data_file") or file_in_data_dir(bench.name, cfg.get("data_dir"))
+        source = resolve_source(bench.name, data_file, bench.get("source", "auto"))
+        prompts = load_benchmark(bench.name, limit, data_file, source=source)
     except BenchmarkError as exc:
         raise UserError(str(exc)) from None
     loaded, engine = _model(cfg)
