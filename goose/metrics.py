@@ -64,6 +64,22 @@ def cell_summary(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]] | Non
     return out
 
 
+def per_prompt_speedups(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]]) -> list[float]:
+    """Per-prompt speedups (tokens/s of the method / tokens/s of AR on the same prompt), over the
+    prompts both completed, in the order of `rows`: the spread behind a cell's `speedup` (which is
+    a ratio of sums, not the mean of these)."""
+    ar = {r["prompt_id"]: r for r in _ok(ar_rows)}
+    out = []
+    for r in _ok(rows):
+        a = ar.get(r["prompt_id"])
+        if a is None:
+            continue
+        out.append(
+            rate(rate(r["generated_tokens"], r["wall_time_s"]), rate(a["generated_tokens"], a["wall_time_s"]))
+        )
+    return out
+
+
 def format_table(header: list[str], rows: list[list[Any]]) -> str:
     """A plain-text table (numbers to 3 significant decimals) for terminal summaries."""
 
