@@ -18,6 +18,7 @@ from typing import Any
 
 from baselines.isotropic import AdjacencyDrafter, prev_of_anchor
 from goose.tree import BRANCH, DraftTree
+from goose.validation import check_hyperparameters
 
 
 def prune_by_value(parents: Sequence[int], values: Sequence[float], keep: int) -> list[int]:
@@ -66,8 +67,7 @@ class Eagle2Drafter(AdjacencyDrafter):
         use_bigram: bool = True,
         prefill_harvest: bool = True,
     ) -> None:
-        if budget < 1 or max_depth < 1 or topk < 1:
-            raise ValueError("budget, max_depth and topk must be positive")
+        check_hyperparameters(type(self).__name__, budget=budget, max_depth=max_depth, topk=topk)
         super().__init__("eagle2", k, min_score, use_bigram, prefill_harvest)
         self.budget = budget
         self.max_depth = max_depth

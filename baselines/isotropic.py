@@ -16,6 +16,7 @@ import torch
 from goose.adjacency import AdjacencyTable
 from goose.drafter import Drafter, VerifyOutcome
 from goose.tree import BRANCH, DraftTree
+from goose.validation import check_hyperparameters
 
 
 def prev_of_anchor(committed: list[int]) -> int | None:
@@ -33,6 +34,13 @@ class AdjacencyDrafter(Drafter):
 
     def __init__(self, name: str, k: int, min_score: float, use_bigram: bool, prefill_harvest: bool) -> None:
         super().__init__(name=name)
+        check_hyperparameters(
+            type(self).__name__,
+            k=k,
+            min_score=min_score,
+            use_bigram=use_bigram,
+            prefill_harvest=prefill_harvest,
+        )
         self.k = k
         self.min_score = min_score
         self.use_bigram = use_bigram
@@ -79,8 +87,7 @@ class IsotropicDrafter(AdjacencyDrafter):
         use_bigram: bool = True,
         prefill_harvest: bool = True,
     ) -> None:
-        if branching < 1 or max_depth < 1 or budget < 1:
-            raise ValueError("branching, max_depth and budget must be positive")
+        check_hyperparameters(type(self).__name__, branching=branching, max_depth=max_depth, budget=budget)
         super().__init__(f"iso{branching}", k, min_score, use_bigram, prefill_harvest)
         self.branching = branching
         self.max_depth = max_depth

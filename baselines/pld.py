@@ -16,6 +16,7 @@ import torch
 from goose.context_matcher import ContextMatcher
 from goose.drafter import Drafter
 from goose.tree import SPINE, DraftTree
+from goose.validation import check_hyperparameters
 
 
 class PromptLookupDrafter(Drafter):
@@ -23,8 +24,7 @@ class PromptLookupDrafter(Drafter):
 
     def __init__(self, ngram_sizes: Sequence[int] = (3, 2, 1), num_draft: int = 10) -> None:
         super().__init__(name="pld")
-        if num_draft < 1:
-            raise ValueError(f"num_draft = {num_draft}: must be >= 1 (tokens drafted per chain)")
+        check_hyperparameters("PromptLookupDrafter", ngram_sizes=ngram_sizes, num_draft=num_draft)
         self.ngram_sizes = tuple(int(n) for n in ngram_sizes)
         self.num_draft = int(num_draft)
         self.matcher = ContextMatcher(self.ngram_sizes, max_chain=self.num_draft)

@@ -22,6 +22,7 @@ import torch
 from goose.adjacency import AdjacencyTable
 from goose.drafter import Drafter, VerifyOutcome
 from goose.tree import BRANCH, DraftTree
+from goose.validation import check_hyperparameters
 
 TR_K = 8
 TR_LEVEL_SIZES: tuple[int, ...] = (8, 21, 25, 15, 8, 3)
@@ -71,6 +72,25 @@ def design_template(
     return tuple(template)
 
 
+def check_template(owner: str, template: Any, k: int) -> None:
+    """A template must be a non-empty list of rank paths (non-empty tuples of ints >= 0), each
+    listed after its parent path, and every rank must be < k; ValueError names the offending path
+    (or k)."""
+    paths = [tuple(p) for p in template] if isinstance(template, (list, tuple)) else None
+    if not paths:
+        raise ValueError(f"{owner}.template = {template!r}: must be a non-empty list of rank paths")
+    seen: set[tuple[int, ...]] = {()}
+    for path in paths:
+        if not path or any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in path):
+            raise ValueError(f"{owner}.template: path {path!r} must be a non-empty tuple of ranks >= 0")
+        if path[:-1] not in seen:
+            raise ValueError(f"{owner}.template: path {path!r} comes before its parent path {path[:-1]!r}")
+        seen.add(path)
+    top = max(r for path in paths for r in path)
+    if top >= k:
+        raise ValueError(f"{owner}.k = {k!r}: must be > {top}, the largest rank the template uses")
+
+
 def fill_template(
     anchor: int, table: AdjacencyTable, template: tuple[tuple[int, ...], ...] = TR_TEMPLATE
 ) -> DraftTree:
@@ -101,8 +121,8 @@ class TokenRecyclingDrafter(Drafter):
 
     def __init__(self, k: int = TR_K, template: tuple[tuple[int, ...], ...] = TR_TEMPLATE) -> None:
         super().__init__(name="tr")
-        if any(r >= k for path in template for r in path):
-            raise ValueError(f"template uses ranks >= k={k}")
+        check_hyperparameters("TokenRecyclingDrafter", k=k)
+        check_template("TokenRecyclingDrafter", template, k)
         self.k = k
         self.template = tuple(tuple(p) for p in template)
         self.table: AdjacencyTable | None = None

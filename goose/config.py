@@ -7,9 +7,10 @@ that a sweep can set them uniformly across methods; the docstring of each names 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+from goose.validation import HYPERPARAMETERS, check_float_list, check_hyperparameters, check_int
 
 
 @dataclass(frozen=True)
@@ -58,43 +59,35 @@ class GooseConfig:
     use_confidence: bool = True
 
     def __post_init__(self) -> None:
-        # Hydra hands lists (ListConfig) for the tuple fields; store plain tuples so the object
-        # stays hashable and logs as JSON.
-        for name in ("ngram_lengths", "spine_ratio_tiers", "spine_ratio_thresholds"):
-            value = getattr(self, name)
-            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-                raise ValueError(f"GooseConfig.{name} = {value!r}: must be a list of numbers")
-            object.__setattr__(self, name, tuple(value))
+        # Hydra hands lists (ListConfig) for the tuple fields; the checks return plain tuples, so
+        # the object stays hashable and logs as JSON.
         self._validate()
 
     def _validate(self) -> None:
-        _check_int(self, "budget", 2, "the root plus at least one drafted node")
-        _check_int(self, "max_depth", 1)
-        _check_int(self, "k", 1)
-        _check_int(self, "max_chain", 1)
-        _check_int(self, "max_extended_chain", self.max_chain, "at least max_chain")
-        _check_int(self, "long_match", 1)
-        _check_float(self, "min_score", 0.0, 1.0, upper_open=True)
-        _check_float(self, "rho", 0.0, 1.0)
-        _check_float(self, "ema_alpha", 0.0, 1.0)
-        _check_float(self, "ema_init", 0.0, 1.0)
-        _check_float(self, "chain_extension_threshold", 0.0, 1.0)
-        ns = self.ngram_lengths
-        if not ns or any(not _is_int(n) or n < 1 for n in ns) or list(ns) != sorted(set(ns), reverse=True):
-            raise ValueError(
-                f"GooseConfig.ngram_lengths = {ns!r}: must be distinct positive ints, longest first"
-            )
-        tiers = self.spine_ratio_tiers
-        if len(tiers) != 3 or any(not 0.0 <= t <= 1.0 for t in tiers):
-            raise ValueError(f"GooseConfig.spine_ratio_tiers = {tiers!r}: must be three shares in [0, 1]")
-        th = self.spine_ratio_thresholds
-        if len(th) != 2 or not 0.0 <= th[0] <= th[1] <= 1.0:
-            raise ValueError(
-                f"GooseConfig.spine_ratio_thresholds = {th!r}: must be two values 0 <= t0 <= t1 <= 1"
-            )
-        for name in ("use_bigram", "prefill_harvest", "use_confidence"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"GooseConfig.{name} = {getattr(self, name)!r}: must be true or false")
+        """Every field against its range (goose.validation); the message names field and value."""
+        owner = "GooseConfig"
+        check_hyperparameters(
+            owner,
+            **{name: getattr(self, name) for name in GooseConfig.field_names() if name in HYPERPARAMETERS},
+        )
+        check_int(
+            f"{owner}.max_extended_chain",
+            self.max_extended_chain,
+            low=self.max_chain,
+            why="at least max_chain",
+        )
+        tiers = check_float_list(f"{owner}.spine_ratio_tiers", self.spine_ratio_tiers, 0.0, 1.0, length=3)
+        thresholds = check_float_list(
+            f"{owner}.spine_ratio_thresholds",
+            self.spine_ratio_thresholds,
+            0.0,
+            1.0,
+            length=2,
+            nondecreasing=True,
+        )
+        object.__setattr__(self, "ngram_lengths", tuple(self.ngram_lengths))
+        object.__setattr__(self, "spine_ratio_tiers", tiers)
+        object.__setattr__(self, "spine_ratio_thresholds", thresholds)
 
     def as_dict(self) -> dict[str, Any]:
         """The hyperparameters as a JSON-friendly dict (tuples become lists)."""
@@ -103,23 +96,3 @@ class GooseConfig:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_int(cfg: GooseConfig, name: str, low: int, why: str = "") -> None:
-    value = getattr(cfg, name)
-    if not _is_int(value) or value < low:
-        hint = f" ({why})" if why else ""
-        raise ValueError(f"GooseConfig.{name} = {value!r}: must be an integer >= {low}{hint}")
-
-
-def _check_float(cfg: GooseConfig, name: str, low: float, high: float, upper_open: bool = False) -> None:
-    value = getattr(cfg, name)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = ok and low <= value and (value < high if upper_open else value <= high)
-    if not ok:
-        interval = f"[{low}, {high})" if upper_open else f"[{low}, {high}]"
-        raise ValueError(f"GooseConfig.{name} = {value!r}: must be a number in {interval}")

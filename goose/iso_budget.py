@@ -17,6 +17,7 @@ import torch
 from baselines.isotropic import IsotropicDrafter
 from goose.confidence import effective_budget, match_confidence
 from goose.context_matcher import ContextMatcher
+from goose.validation import check_hyperparameters, check_int
 
 
 class IsotropicGooseBudgetDrafter(IsotropicDrafter):
@@ -43,11 +44,9 @@ class IsotropicGooseBudgetDrafter(IsotropicDrafter):
         ngram_lengths: Sequence[int] = (5, 4, 3),
     ) -> None:
         super().__init__(branching, max_depth, budget, k, min_score, use_bigram, prefill_harvest)
-        if max_extended_chain < max_chain or long_match < 1:
-            raise ValueError(
-                f"max_extended_chain = {max_extended_chain} must be >= max_chain = {max_chain}, "
-                f"long_match = {long_match} must be >= 1"
-            )
+        owner = type(self).__name__
+        check_hyperparameters(owner, max_chain=max_chain, long_match=long_match, ngram_lengths=ngram_lengths)
+        check_int(f"{owner}.max_extended_chain", max_extended_chain, low=max_chain, why="at least max_chain")
         self.name = f"iso{branching}_beff"
         self.max_chain = max_chain
         self.max_extended_chain = max_extended_chain

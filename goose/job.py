@@ -17,6 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from goose.benchmarks import BenchmarkError, file_in_data_dir, load_benchmark, resolve_source
+from goose.config_schema import validate_config  # also registers the schema conf/config.yaml uses
 from goose.engine import VerificationEngine
 from goose.metrics import cell_summary, format_table
 from goose.models import LoadedModel, ModelUnavailableError, load_model
@@ -59,10 +60,6 @@ def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
             max_new = cfg.model.get("quick_max_new_tokens")
     if max_new is None:
         max_new = int(cfg.bench.max_new_tokens)
-    if limit is not None and int(limit) < 0:
-        raise UserError(f"bench.limit = {limit}: must be >= 0 (the number of prompts to run, in file order)")
-    if int(max_new) < 0:
-        raise UserError(f"max_new_tokens = {max_new}: must be >= 0")
     return (None if limit is None else int(limit)), int(max_new)
 
 
@@ -82,6 +79,10 @@ def make_drafter_factory(cfg: DictConfig):
 
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """Run one (model, bench, method) cell and return its summary."""
+    try:
+        validate_config(cfg)  # unknown keys, types, ranges, drafter keys: before anything loads
+    except ValueError as exc:
+        raise UserError(f"invalid configuration: {exc}") from None
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     limit, max_new = effective_sizes(cfg)

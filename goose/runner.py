@@ -4,10 +4,19 @@ For every prompt the greedy AR reference is looked up in the results on disk (ro
 `ar` with the same model, bench, max_new_tokens and dtype) and, when missing, generated first and
 written as an AR row: so every method row carries a losslessness verdict, and AR timings of the
 same session sit beside the method's. Cells already in the results are skipped (resume).
+
+Parallel jobs of one (model, bench) (Hydra's joblib or submitit launcher) share one results file
+and one AR reference per prompt: it is generated under an exclusive lock on `<file>.lock`, after
+reading the rows other jobs appended meanwhile, so it is written once. Should a file still hold
+two rows of one cell, the first one wins (as in `analysis.load`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import gc
+import json
 import math
 import os
 import platform
@@ -15,7 +24,8 @@ import subprocess
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +36,7 @@ from baselines.ar import ARDrafter
 from goose.decode import Generation, generate
 from goose.drafter import Drafter
 from goose.engine import VerificationEngine
-from goose.results import append_row, cell_key, config_hash, read_rows
+from goose.results import append_row, cell_key, config_hash
 from goose.tree import DraftTree
 
 SESSION_ID = uuid.uuid4().hex[:12]
@@ -181,7 +191,7 @@ def lossless_fields(
     the model's dtype (at least 1e-4, the fp32 tree-vs-sequential noise) is a near-tie."""
     if output == reference:
         return {"lossless": True, "first_diff": None, "diff_margin": None, "near_tie": None}
-    idx = next((i for i, (a, b) in enumerate(zip(output, reference)) if a != b), min(len(output), len(reference)))
+    idx = next((i for i, (a, b) in enumerate(zip(output, reference, strict=False)) if a != b), min(len(output), len(reference)))
     top1, top2, margin, top_value = engine.next_token_margin(prompt_ids + reference[:idx])
     tol = near_tie_threshold(top_value, engine.dtype)
     return {
@@ -209,19 +219,32 @@ def run_cell(
     order, as they are on disk after the run."""
     env = {**environment(), **(extra or {})}
     ar_cell = Cell(cell.model, cell.bench, "ar", ARDrafter().config(), cell.max_new_tokens, cell.dtype)
-    existing = {cell_key(r): r for r in read_rows(results_file) if r.get("status", "ok") == "ok"}
+    existing: dict[tuple, dict[str, Any]] = {}
+    _warn_if_cut(results_file)
+    offset = _merge_new_rows(existing, results_file, 0)
     drafter = make_drafter()
     ar_drafter = ARDrafter()
     out_rows: list[dict[str, Any]] = []
     for i, prompt in enumerate(prompts):
-        prompt_ids = tokenizer(prompt.text).input_ids
+        prompt_ids, bad_prompt = _tokenize(tokenizer, prompt)
         ar_key = cell_key({**ar_cell.row_base(), "prompt_id": prompt.prompt_id})
         key = cell_key({**cell.row_base(), "prompt_id": prompt.prompt_id})
         if ar_key not in existing:
-            existing[ar_key] = _run_one(engine, ar_drafter, prompt, prompt_ids, ar_cell, None, env, results_file)
-        reference = existing[ar_key].get("output_ids")
+            with _reference_lock(results_file):  # another job may be writing this very reference
+                offset = _merge_new_rows(existing, results_file, offset)
+                if ar_key not in existing:
+                    existing[ar_key] = _run_one(
+                        engine, ar_drafter, prompt, prompt_ids, ar_cell, None, env, results_file, bad_prompt
+                    )
+                    if existing[ar_key].get("status") != "ok":
+                        error = existing[ar_key].get("error")
+                        log(f"[{i + 1}/{len(prompts)}] ar {prompt.prompt_id}: FAILED: {error}")
+        ar_row = existing[ar_key]
+        reference = ar_row.get("output_ids") if ar_row.get("status", "ok") == "ok" else None
         if key not in existing:
-            existing[key] = _run_one(engine, drafter, prompt, prompt_ids, cell, reference, env, results_file)
+            existing[key] = _run_one(
+                engine, drafter, prompt, prompt_ids, cell, reference, env, results_file, bad_prompt
+            )
             r = existing[key]
             log(
                 f"[{i + 1}/{len(prompts)}] {cell.method} {prompt.prompt_id}: "
@@ -238,6 +261,86 @@ def run_cell(
     return out_rows
 
 
+def _merge_new_rows(existing: dict[tuple, dict[str, Any]], path: Path, offset: int) -> int:
+    """Add the "ok" rows appended to `path` from byte `offset` on to `existing` (by cell key, the
+    first row wins); return the offset after the last whole line read. Reading only what was
+    appended keeps a long cell linear in the file size. A cut line (a writer killed mid-write) is
+    skipped; the next append seals it off with a newline."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return offset
+    end = data.rfind(b"\n") + 1
+    for raw in data[:end].splitlines():
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError:
+            warnings.warn(f"{path}: skipping a cut or corrupt line ({len(raw)} bytes)", stacklevel=2)
+            continue
+        if isinstance(row, dict) and row.get("status", "ok") == "ok":
+            existing.setdefault(cell_key(row), row)
+    return offset + end
+
+
+@contextlib.contextmanager
+def _reference_lock(results_file: Path) -> Iterator[None]:
+    """Exclusive flock on `<results_file>.lock` (a separate file: `append_row` locks the results
+    file itself, per row)."""
+    results_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(results_file.with_name(results_file.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _warn_if_cut(results_file: Path) -> None:
+    """Warn when the results file ends in a line cut mid-write (a writer killed before its newline):
+    the line is skipped, its cell re-run, and the next append seals it off. Checked under a shared
+    flock, so that a row another job is appending right now (`append_row` holds the exclusive
+    lock while it writes) is not taken for a cut one."""
+    try:
+        fd = os.open(results_file, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, min(size, 1 << 20), max(0, size - (1 << 20))) if size else b"\n"
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    if not tail.endswith(b"\n"):
+        cut = len(tail) - tail.rfind(b"\n") - 1
+        warnings.warn(
+            f"{results_file}: skipping a cut or corrupt last line ({cut} bytes, no newline): its cell is re-run",
+            stacklevel=3,
+        )
+
+
+def _tokenize(tokenizer: Any, prompt: Any) -> tuple[list[int], str | None]:
+    """(token ids, None), or ([], the reason) when the prompt cannot be tokenized (the prompt is
+    then recorded as failed, and the sweep goes on)."""
+    try:
+        return list(tokenizer(prompt.text).input_ids), None
+    except Exception as exc:  # a malformed record (text None, not a string, ...)
+        return [], f"the prompt cannot be tokenized: {type(exc).__name__}: {exc}"
+
+
+def _free_memory() -> None:
+    """After an out-of-memory failure: drop garbage and the CUDA caching allocator's free blocks,
+    so that the next prompt starts from a clean allocator."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def _run_one(
     engine: VerificationEngine,
     drafter: Drafter,
@@ -247,7 +350,15 @@ def _run_one(
     reference: list[int] | None,
     env: dict[str, Any],
     results_file: Path,
+    bad_prompt: str | None = None,
 ) -> dict[str, Any]:
+    """Generate one prompt and append its row. Any Exception (non-finite logits, out of memory, a
+    drafter's bug, a prompt that is empty or longer than the context window) makes a row with
+    status "failed" and the reason in `error`, and the sweep goes on; KeyboardInterrupt and
+    SystemExit propagate, so Ctrl-C stops the sweep with only complete rows on disk.
+
+    reference: the AR output for this prompt; None for the AR row itself (cell.method == "ar"),
+    or when the AR run of this prompt failed (the row then has lossless = None)."""
     row: dict[str, Any] = {
         **cell.row_base(),
         "prompt_id": prompt.prompt_id,
@@ -257,15 +368,24 @@ def _run_one(
     }
     recorder = _TreeRecorder(drafter)
     try:
+        if bad_prompt is not None:
+            raise ValueError(bad_prompt)
         gen = generate(engine, recorder, prompt_ids, cell.max_new_tokens)
         row.update(generation_row(gen))
         row["sample_tree"] = sample_tree(recorder.trees)
-        if reference is None:  # this is the AR reference itself
+        if cell.method == "ar":  # this is the AR reference itself
             row.update({"lossless": True, "first_diff": None, "diff_margin": None, "near_tie": None})
+        elif reference is None:
+            row.update({"lossless": None, "first_diff": None, "diff_margin": None, "near_tie": None})
+            row["lossless_error"] = "no AR reference: the AR run of this prompt failed"
         else:
             row.update(lossless_fields(engine, prompt_ids, gen.output_ids, reference))
         row["status"] = "ok"
-    except (RuntimeError, ValueError, torch.cuda.OutOfMemoryError) as exc:  # a failed prompt, not a dead sweep
-        row.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+    except Exception as exc:  # a failed prompt, not a dead sweep (KeyboardInterrupt is no Exception)
+        error = f"{type(exc).__name__}: {exc}"
+        row.update({"status": "failed", "error": error, "traceback": traceback.format_exc()})
+        if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+            del exc
+            _free_memory()
     append_row(results_file, row)
     return row

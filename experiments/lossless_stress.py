@@ -1,0 +1,234 @@
+"""Losslessness under stress: every method on every offline benchmark, each prompt compared token
+by token with greedy AR (SPEC "Lossless").
+
+For each method x bench: the share of prompts whose output is identical to AR's, and for every
+mismatch the first differing index, the top-2 logit margin of a teacher-forced forward over AR's
+prefix up to that index, and its classification against the near-tie threshold (2 ulps of the top
+logit in the model's dtype, at least 1e-4: `goose.runner.near_tie_threshold`). A near-tie is
+numerical noise; anything else is a bug, and the script exits with status 1.
+
+Rows go through the same runner as `run.py` (goose.runner.run_cell: the AR reference generated once
+per prompt and reused by every method, `lossless_fields` for the verdict, failures recorded as
+rows), into <out>/<model>/<bench>.jsonl; a re-run with the same --out resumes. The summary is
+printed and written to <out>/summary.json.
+
+    python -m experiments.lossless_stress --data-dir ../shared/data                 # the full run
+    python -m experiments.lossless_stress --limit 1 --max-new-tokens 64 \\
+        --methods pld,tr,goose --benches humaneval,gsm8k --out /tmp/stress          # a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from goose.benchmarks import BenchmarkError, file_in_data_dir, load_benchmark, resolve_source
+from goose.config_schema import validate_config
+from goose.engine import VerificationEngine
+from goose.metrics import format_table
+from goose.models import ModelUnavailableError, load_model
+from goose.results import read_rows, results_path
+from goose.runner import Cell, near_tie_threshold, run_cell, warm_up
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+OFFLINE_BENCHES = ("humaneval", "mbpp", "classeval", "gsm8k", "mtbench")
+ALL_METHODS = tuple(sorted(p.stem for p in (CONF / "method").glob("*.yaml") if p.stem != "ar"))
+
+
+def compose_job(model: str, bench: str, method: str, overrides: list[str]):
+    """The validated run.py config of one (model, bench, method) job."""
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose(
+            "config", overrides=[f"model={model}", f"bench={bench}", f"method={method}", *overrides]
+        )
+    validate_config(cfg)
+    return cfg
+
+
+def summarize(rows: list[dict[str, Any]], method: str) -> dict[str, Any]:
+    """Identical share and the mismatches of one method x bench from its result rows."""
+    mine = [r for r in rows if r["method"] == method]
+    ok = [r for r in mine if r.get("status") == "ok" and r.get("lossless") is not None]
+    mismatches = [
+        {
+            "prompt_id": r["prompt_id"],
+            "first_diff": r["first_diff"],
+            "tokens_ar_vs_method": r.get("diff_tokens"),
+            "top2": r.get("diff_top2"),
+            "margin": r["diff_margin"],
+            "threshold": r.get("near_tie_threshold"),
+            "near_tie": r["near_tie"],
+        }
+        for r in ok
+        if not r["lossless"]
+    ]
+    return {
+        "prompts": len(ok),
+        "identical": sum(1 for r in ok if r["lossless"]),
+        "identical_share": sum(1 for r in ok if r["lossless"]) / len(ok) if ok else float("nan"),
+        "failed": [
+            {"prompt_id": r["prompt_id"], "error": r.get("error")} for r in mine if r.get("status") != "ok"
+        ],
+        "mismatches": mismatches,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument(
+        "--methods", default=",".join(ALL_METHODS), help="method configs (conf/method), comma-separated"
+    )
+    ap.add_argument("--benches", default=",".join(OFFLINE_BENCHES))
+    ap.add_argument(
+        "--limit", type=int, default=None, help="first N prompts of each benchmark (default: all)"
+    )
+    ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--dtype", default=None, help="override the model's dtype (float32, float16, bfloat16)")
+    ap.add_argument("--data-dir", default="../shared/data", help="folder laid out like ../shared/data")
+    ap.add_argument(
+        "--out", default="outputs/lossless_stress", help="rows and summary.json go here (not results/)"
+    )
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    args = ap.parse_args(argv)
+
+    methods = [m for m in args.methods.split(",") if m]
+    benches = [b for b in args.benches.split(",") if b]
+    overrides = [f"max_new_tokens={args.max_new_tokens}", "quick=false", f"data_dir={args.data_dir}"]
+    if args.limit is not None:
+        overrides.append(f"bench.limit={args.limit}")
+    if args.dtype:
+        overrides.append(f"model.dtype={args.dtype}")
+    out = Path(args.out)
+    if out.resolve() == (CONF.parent / "results").resolve():
+        ap.error("--out must not be results/ (the reference runs live there)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    # Every config (and every benchmark file) is checked before the model loads.
+    try:
+        jobs = {(b, m): compose_job(args.model, b, m, overrides) for b in benches for m in methods}
+        prompts = {}
+        for b in benches:
+            bench = jobs[(b, methods[0])].bench
+            data_file = bench.get("data_file") or file_in_data_dir(b, args.data_dir)
+            source = resolve_source(b, data_file, bench.get("source", "auto"))
+            prompts[b] = (load_benchmark(b, bench.get("limit"), data_file, source=source), source)
+        spec = OmegaConf.to_container(next(iter(jobs.values())).model, resolve=True)
+        loaded = load_model(**spec)
+    except (ValueError, BenchmarkError, ModelUnavailableError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
+    warm_up(engine, loaded.tokenizer("Warm-up: the quick brown fox jumps over the lazy dog.").input_ids)
+    dtype = str(loaded.dtype).replace("torch.", "")
+    threshold_rule = (
+        "max(2 ulps of the top logit in "
+        + dtype
+        + f", 1e-4); e.g. {near_tie_threshold(20.0, loaded.dtype):.3g} at a top logit of 20"
+    )
+    print(
+        f"lossless stress: model={args.model} dtype={dtype} max_new_tokens={args.max_new_tokens} "
+        f"limit={args.limit} methods={','.join(methods)} benches={','.join(benches)} -> {out}\n"
+        f"near-tie threshold: {threshold_rule}"
+    )
+
+    t0 = time.perf_counter()
+    summary: dict[str, dict[str, Any]] = {}
+    for b in benches:
+        bench_prompts, source = prompts[b]
+        file = results_path(out, args.model, b)
+        for m in methods:
+            cfg = jobs[(b, m)]
+            make = lambda cfg=cfg: instantiate(cfg.method.drafter, _convert_="all")  # noqa: E731
+            cell = Cell(args.model, b, m, make().config(), args.max_new_tokens, dtype)
+            run_cell(
+                engine,
+                loaded.tokenizer,
+                bench_prompts,
+                cell,
+                make,
+                file,
+                extra={"bench_source": source, "experiment": "lossless_stress"},
+                log=lambda line: print("  " + line),
+            )
+            ids = {p.prompt_id for p in bench_prompts}
+            rows = [
+                r
+                for r in read_rows(file)
+                if r["prompt_id"] in ids
+                and r["max_new_tokens"] == args.max_new_tokens
+                and r["dtype"] == dtype
+                and r["method_config"] == cell.method_config
+            ]
+            summary.setdefault(m, {})[b] = summarize(_latest(rows), m)
+
+    table = []
+    for m in methods:
+        for b in benches:
+            s = summary[m][b]
+            near = sum(1 for x in s["mismatches"] if x["near_tie"])
+            table.append(
+                [
+                    m,
+                    b,
+                    s["prompts"],
+                    s["identical_share"],
+                    near,
+                    len(s["mismatches"]) - near,
+                    len(s["failed"]),
+                ]
+            )
+    print()
+    print(format_table(["method", "bench", "prompts", "identical", "near-tie", "real", "failed"], table))
+    real = []
+    for m in methods:
+        for b in benches:
+            for x in summary[m][b]["mismatches"]:
+                kind = "near-tie" if x["near_tie"] else "REAL"
+                print(
+                    f"{kind} mismatch: {m} {b} {x['prompt_id']}: first diff at {x['first_diff']}, "
+                    f"AR/method tokens {x['tokens_ar_vs_method']}, top-2 {x['top2']}, margin {x['margin']:.3g} "
+                    f"(threshold {x['threshold']:.3g})"
+                )
+                if not x["near_tie"]:
+                    real.append(x)
+            for f in summary[m][b]["failed"]:
+                print(f"failed: {m} {b} {f['prompt_id']}: {f['error']}")
+    out.mkdir(parents=True, exist_ok=True)
+    report = {
+        "model": args.model,
+        "dtype": dtype,
+        "max_new_tokens": args.max_new_tokens,
+        "limit": args.limit,
+        "near_tie_threshold": threshold_rule,
+        "seconds": time.perf_counter() - t0,
+        "summary": summary,
+    }
+    (out / "summary.json").write_text(json.dumps(report, indent=1, default=str))
+    print(f"\n{len(real)} real mismatch(es); summary in {out / 'summary.json'}")
+    return 1 if real else 0
+
+
+def _latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (method, prompt), as the runner reads them: the first "ok" row, else (the
+    prompt failed every time) the last failed one."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["method"], r["prompt_id"])
+        if key not in best or best[key].get("status") != "ok":
+            best[key] = r
+    return list(best.values())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
