@@ -40,7 +40,10 @@ def cell_summary(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]] | Non
         "forward_calls": calls,
         "tau": rate(gen, calls),
         "tokens_per_s": rate(gen, wall),
-        "lossless_share": rate(sum(bool(r.get("lossless")) for r in ok), len(ok)),
+        # rows whose AR reference failed have lossless None: no verdict, left out of the share
+        "lossless_share": rate(
+            sum(r.get("lossless") is True for r in ok), sum(r.get("lossless") is not None for r in ok)
+        ),
         "near_tie_mismatches": sum(1 for r in ok if r.get("lossless") is False and r.get("near_tie")),
         "real_mismatches": sum(1 for r in ok if r.get("lossless") is False and not r.get("near_tie")),
         "p_s": p_s,
