@@ -3,19 +3,21 @@
 Metrics (SPEC): τ = generated tokens / target forward calls, the prefill counted as one call and
 the token it produces counted as generated. Wall time starts before the prefill and before any
 drafter state is allocated (drafter.begin runs inside the timed region).
+
+Per-step time split (seconds, clock synchronised on CUDA at each boundary, so the phases add up
+to the step): draft (drafter.propose), forward (inputs, mask, verification forward and argmax, up
+to the step's one host sync), walk (greedy walk, stop rules, KV compaction), update
+(drafter.observe, e.g. the adjacency-table update). verify = forward + walk.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from goose.drafter import Drafter
-from goose.engine import VerificationEngine
+from goose.engine import VerificationEngine, sync_clock
 from goose.tree import DRAFT_SOURCES, SOURCE_NAMES
 
 
@@ -30,8 +32,10 @@ class StepRecord:
     offered: dict[str, int]
     accepted: dict[str, int]
     draft_s: float
-    verify_s: float
+    verify_s: float  # forward_s + walk_s
     update_s: float
+    forward_s: float = 0.0  # inputs + mask + forward + argmax (up to the host sync)
+    walk_s: float = 0.0  # greedy walk + stop rules + KV compaction
 
 
 @dataclass
@@ -59,13 +63,23 @@ class Generation:
         return out
 
     def time_split(self) -> dict[str, float]:
-        """Total seconds per phase: prefill, draft, verify (forward + walk + compaction), update."""
+        """Total seconds per phase: prefill, draft, verify (= forward + walk), update, and the
+        split of verify into forward (inputs, mask, forward pass, argmax) and walk (greedy walk,
+        stop rules, KV compaction)."""
         return {
             "prefill_s": self.prefill_s,
             "draft_s": sum(s.draft_s for s in self.steps),
             "verify_s": sum(s.verify_s for s in self.steps),
             "update_s": sum(s.update_s for s in self.steps),
+            "forward_s": sum(s.forward_s for s in self.steps),
+            "walk_s": sum(s.walk_s for s in self.steps),
         }
+
+    def overhead_share(self) -> float:
+        """Share of the decode steps' time spent outside the verification forward pass (drafting,
+        walk + compaction, drafter update): the bookkeeping a faster engine cannot hide."""
+        steps = sum(s.draft_s + s.verify_s + s.update_s for s in self.steps)
+        return (steps - sum(s.forward_s for s in self.steps)) / steps if steps else 0.0
 
     def routes(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -74,10 +88,20 @@ class Generation:
         return counts
 
 
-def _clock(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
+_clock = sync_clock  # time.perf_counter() after synchronising CUDA
+
+
+def wants_prefill_logits(drafter: Drafter) -> bool:
+    """Whether `drafter.begin` needs the prefill logits of every prompt position.
+
+    A drafter says so with a `needs_prefill_logits` attribute; without one, a drafter that does
+    not override `Drafter.begin` (AR) cannot use them, any other is assumed to. Drafters that do
+    not need them get the last row only ([1, V]), which spares the LM head over the prompt.
+    """
+    flag = getattr(drafter, "needs_prefill_logits", None)
+    if flag is not None:
+        return bool(flag)
+    return type(drafter).begin is not Drafter.begin
 
 
 def generate(
@@ -88,8 +112,10 @@ def generate(
     if max_new_tokens <= 0:
         return Generation(output_ids=[], forward_calls=0, wall_time_s=0.0, prefill_s=0.0)
     t_start = _clock(device)
-    prefill_logits = engine.prefill(prompt_ids)
-    first = int(prefill_logits[-1].argmax())
+    prefill_logits = engine.prefill(
+        prompt_ids, max_new_tokens=max_new_tokens, all_logits=wants_prefill_logits(drafter)
+    )
+    first = engine.first_token
     t_prefill = _clock(device)
     drafter.begin(list(prompt_ids), prefill_logits)
     del prefill_logits
@@ -107,12 +133,9 @@ def generate(
         drafter.observe(tree, outcome)
         t3 = _clock(device)
         forward_calls += 1
-        offered = {SOURCE_NAMES[s]: 0 for s in DRAFT_SOURCES}
-        for s in tree.sources[1:]:
-            offered[SOURCE_NAMES[s]] += 1
-        accepted = {SOURCE_NAMES[s]: 0 for s in DRAFT_SOURCES}
-        for node in outcome.accepted_nodes[1:]:
-            accepted[SOURCE_NAMES[tree.sources[node]]] += 1
+        offered = {SOURCE_NAMES[s]: tree.sources.count(s) for s in DRAFT_SOURCES}  # node 0 is ROOT
+        path_sources = [tree.sources[node] for node in outcome.accepted_nodes[1:]]
+        accepted = {SOURCE_NAMES[s]: path_sources.count(s) for s in DRAFT_SOURCES}
         steps.append(
             StepRecord(
                 route=drafter.route,
@@ -124,6 +147,8 @@ def generate(
                 draft_s=t1 - t0,
                 verify_s=t2 - t1,
                 update_s=t3 - t2,
+                forward_s=min(engine.last_forward_s, t2 - t1),
+                walk_s=max(t2 - t1 - engine.last_forward_s, 0.0),
             )
         )
         output.extend(outcome.new_tokens)

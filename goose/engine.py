@@ -9,21 +9,64 @@ additive mask in which node i sees the whole prefix, itself and its ancestors, a
 P + depth(i). Models with sliding-window layers (Gemma 3, some Qwen configs) get one mask per
 layer type: the sliding layers' mask additionally hides keys at position distance >= window, so
 the result equals sequential decoding (the cache keeps every key; the mask does the windowing).
+
+What a step costs besides the model's matmuls (the gpt-fast recipe, kept eager):
+- The forward: `LeanDecoder`, a few-line forward over the same weights for Llama-architecture
+  models (Llama 2/3, Vicuna, SmolLM2) and Qwen3, with fused q/k/v and gate/up matmuls; on a CPU
+  the per-op overhead of the `transformers` forward is a large share of a small model's step.
+  Other models (Gemma 3, ...), and any model with forward hooks, use the `transformers` forward
+  with the same cache and masks.
+- KV cache: `goose.kv_cache.TreeKVCache`, preallocated and reused across prompts; the forward
+  writes its rows in place, compaction is a pointer move for a contiguous accepted path (AR,
+  chains, spine prefixes) and one gather + one copy over all layers otherwise.
+- Inputs: tokens, parents and depths go to the device as one [3, n] tensor; the ancestor matrix
+  (pointer doubling), the mask and the position ids are tensor ops; no Python loop over nodes.
+- One host sync per step: argmax of every node, the greedy walk's acceptance test
+  (token[i] == argmax[parent[i]] for i and all its ancestors, via the ancestor matrix) and a
+  finiteness flag travel to the host in one `.tolist()`. Non-finite logits raise
+  `NonFiniteLogitsError` naming the step instead of committing garbage.
+- AR fast path: a one-node tree needs no tree tensors and no mask (sdpa attends to the whole
+  cache; a sliding-window model gets only its window row).
+- Prefill: the LM head runs over every prompt position only for drafters that harvest the
+  prefill logits (`prefill(..., all_logits=False)` otherwise).
+Devices: everything is created on the model's device and nothing else synchronises, so the same
+code runs on CUDA in fp16/bf16 (argmax is taken in fp32 there: exact, and much faster than a
+half-precision argmax on CPUs); timings use `sync_clock`, which synchronises CUDA first.
 """
 
 from __future__ import annotations
 
+import inspect
+import time
 from collections.abc import Sequence
+from itertools import compress
 
 import torch
-from transformers import DynamicCache
+import torch.nn.functional as F
+from torch.nn.modules import module as nn_module
 
 from goose.drafter import VerifyOutcome
-from goose.tree import SPINE, DraftTree, tree_attention_inputs
+from goose.kv_cache import TreeKVCache
+from goose.tree import SPINE, DraftTree, ancestor_matrix, tree_tensors
+
+# Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
+TREE_SLACK = 128
 
 
 class ContextLengthError(ValueError):
     """Raised when a prompt or a draft tree would exceed the model's context window."""
+
+
+class NonFiniteLogitsError(RuntimeError):
+    """Raised when a forward pass produced NaN or infinite logits (e.g. an fp16 overflow): the
+    step is named, and the runner records the prompt as failed instead of committing garbage."""
+
+
+def sync_clock(device: torch.device | str) -> float:
+    """time.perf_counter() after the device's queued work is done (CUDA: synchronise first)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def greedy_walk(tree: DraftTree, predictions: Sequence[int]) -> list[int]:
@@ -31,6 +74,10 @@ def greedy_walk(tree: DraftTree, predictions: Sequence[int]) -> list[int]:
 
     From the root, move to the child whose token equals argmax(logits[u]); a SPINE child wins a
     tie (SPEC); stop when no child matches. Returns node indices, root first.
+
+    The engine computes the same walk on the device (see `VerificationEngine.verify`) and falls
+    back to this reference implementation only when a parent has two children with the same
+    token (the tie rule).
     """
     children = tree.children()
     path = [0]
@@ -58,63 +105,375 @@ def cut_at_stop(tokens: list[int], eos_token_ids: Sequence[int], budget: int) ->
     return out
 
 
+def fast_argmax(logits: torch.Tensor) -> torch.Tensor:
+    """argmax over the last dimension (first maximum on ties, NaN wins, like torch.argmax).
+
+    Half-precision logits are converted to fp32 first: exact (same values, same ties) and, on
+    CPUs, ~5x faster than a bf16 argmax.
+    """
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    return logits.argmax(dim=-1)
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' Llama/Qwen3 RMSNorm, op for op (fp32 statistics, weight applied last)."""
+    dtype = x.dtype
+    x = x.to(torch.float32)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x.to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _has_forward_hooks(model: torch.nn.Module) -> bool:
+    """True if hooks on the model's forward (or global module hooks) expect it to run; the engine
+    then uses the `transformers` forward instead of `LeanDecoder`, so that the hooks see every
+    pass (profilers, fault injection, output capture)."""
+    return bool(
+        model._forward_hooks
+        or model._forward_pre_hooks
+        or nn_module._global_forward_hooks
+        or nn_module._global_forward_pre_hooks
+    )
+
+
+class LeanDecoder:
+    """A lean forward pass for Llama-architecture models (Llama 2/3, Vicuna, SmolLM2) and Qwen3,
+    written against the same weights (gpt-fast's "the model in a few lines"; no module hooks, no
+    mask construction, no output dataclasses).
+
+    What it saves: the per-op and per-module overhead of the `transformers` forward, which on a
+    CPU and a small model is a large share of a one-token step, and half of the projection
+    matmuls: q/k/v and gate/up are each one matmul over a fused weight. The fused weights are
+    built once and the model's own q_proj/k_proj/v_proj/gate_proj/up_proj weights are re-pointed
+    to views of them, so no memory is duplicated and the `transformers` forward of the same model
+    (generate, next_token_margin) computes exactly what it computed before.
+    Numerics: the same ops as `transformers` (fp32 RMSNorm statistics, the same RoPE tables from
+    the model's rotary module, sdpa with the same scale), except that a fused matmul may sum in
+    another order (~1e-5 relative in fp32), so outputs can differ from `transformers`' at
+    near-ties; every engine method, AR included, uses the same forward, so losslessness between
+    methods is unaffected. Attention: sdpa with the engine's masks (one per layer type), with GQA
+    done by sdpa itself on CPU or without a mask, by repeating K/V otherwise (as `transformers`).
+    """
+
+    MODEL_TYPES = ("llama", "qwen3")
+
+    @classmethod
+    def unsupported(cls, model: torch.nn.Module) -> str | None:
+        """Why this model cannot use the lean forward (None if it can)."""
+        cfg = model.config
+        if getattr(cfg, "model_type", None) not in cls.MODEL_TYPES:
+            return f"model_type {getattr(cfg, 'model_type', None)!r} is not one of {cls.MODEL_TYPES}"
+        if type(model).__name__ not in ("LlamaForCausalLM", "Qwen3ForCausalLM"):
+            return f"{type(model).__name__} is not a plain causal LM"
+        if getattr(cfg, "_attn_implementation", "sdpa") != "sdpa":
+            return "attention implementation is not sdpa"
+        if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "pretraining_tp", 1) != 1:
+            return "unusual MLP (activation or pretraining_tp)"
+        if len({p.device for p in model.parameters()}) != 1:
+            return "model split over several devices"
+        for layer in model.model.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            linears = [getattr(a, n, None) for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+            linears += [getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+            if any(type(m) is not torch.nn.Linear or not m.weight.is_floating_point() for m in linears):
+                return "projections that are not plain floating-point nn.Linear (quantised?)"
+        return None
+
+    @torch.no_grad()
+    def __init__(self, model: torch.nn.Module) -> None:
+        reason = self.unsupported(model)
+        if reason:
+            raise ValueError(f"lean forward unavailable: {reason}")
+        body = model.model
+        cfg = model.config
+        self.embed = body.embed_tokens
+        self.rotary = body.rotary_emb
+        self.norm_w = body.norm.weight
+        self.norm_eps = body.norm.variance_epsilon
+        self.lm_head = model.lm_head
+        self.layer_types = tuple(getattr(cfg, "layer_types", None) or ("full_attention",) * len(body.layers))
+        self.layers = []
+        for layer in body.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, a.head_dim
+            wqkv, bqkv = self._fuse(a, ("q_proj", "k_proj", "v_proj"))
+            wgu, bgu = self._fuse(mlp, ("gate_proj", "up_proj"))
+            q_norm, k_norm = getattr(a, "q_norm", None), getattr(a, "k_norm", None)
+            self.layers.append(
+                (
+                    layer.input_layernorm.weight,
+                    layer.input_layernorm.variance_epsilon,
+                    wqkv,
+                    bqkv,
+                    (h, kv, d),
+                    None if q_norm is None else self._head_norm(q_norm, k_norm, h, kv),
+                    a.scaling,
+                    a.o_proj.weight,
+                    a.o_proj.bias,
+                    layer.post_attention_layernorm.weight,
+                    layer.post_attention_layernorm.variance_epsilon,
+                    wgu,
+                    bgu,
+                    mlp.down_proj.weight,
+                    mlp.down_proj.bias,
+                    mlp.gate_proj.out_features,
+                )
+            )
+
+    @staticmethod
+    def _head_norm(
+        q_norm: torch.nn.Module, k_norm: torch.nn.Module, h: int, kv: int
+    ) -> tuple[torch.Tensor, float]:
+        """Qwen3's per-head q_norm / k_norm as one weight [h + kv, d] over the fused q|k heads."""
+        if q_norm.variance_epsilon != k_norm.variance_epsilon:
+            raise ValueError("q_norm and k_norm with different eps")
+        d = q_norm.weight.shape[0]
+        weight = torch.cat([q_norm.weight.expand(h, d), k_norm.weight.expand(kv, d)])
+        return weight, q_norm.variance_epsilon
+
+    @staticmethod
+    def _fuse(module: torch.nn.Module, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One weight (and bias) for the linears `names` of `module`; the linears' own weights
+        become views of it. Idempotent: a second engine on the same model reuses the fusion (kept
+        on the module as `_goose_fused`) as long as the linears still point into it."""
+        linears = [getattr(module, n) for n in names]
+        cached = getattr(module, "_goose_fused", {}).get(names)
+        if cached is not None:
+            fused, bias = cached
+            offsets, start = [], 0
+            for m in linears:
+                offsets.append(start)
+                start += m.weight.shape[0]
+            if all(m.weight.data_ptr() == fused[o].data_ptr() for m, o in zip(linears, offsets, strict=True)):
+                return fused, bias
+        fused = torch.cat([m.weight for m in linears])
+        start = 0
+        for m in linears:
+            rows = m.weight.shape[0]
+            m.weight = torch.nn.Parameter(fused[start : start + rows], requires_grad=False)
+            start += rows
+        bias = torch.cat([m.bias for m in linears]) if linears[0].bias is not None else None
+        if not hasattr(module, "_goose_fused"):
+            module._goose_fused = {}
+        module._goose_fused[names] = (fused, bias)
+        return fused, bias
+
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
+        cache: TreeKVCache,
+        last_only: bool = False,
+    ) -> torch.Tensor:
+        """Logits [n, V] (or [1, V] with last_only) of `input_ids` [1, n] at `position_ids`,
+        writing their keys and values into `cache`."""
+        n = input_ids.shape[1]
+        x = self.embed(input_ids)
+        cos, sin = self.rotary(x, position_ids)
+        cos, sin = cos[:, :, None], sin[:, :, None]  # [1, n, 1, d]: broadcast over heads
+        on_cpu = x.device.type == "cpu"
+        for i, (
+            w_in,
+            eps_in,
+            wqkv,
+            bqkv,
+            (h, kv, d),
+            qk_norm,
+            scale,
+            wo,
+            bo,
+            w_post,
+            eps_post,
+            wgu,
+            bgu,
+            wd,
+            bd,
+            inter,
+        ) in enumerate(self.layers):
+            layer_mask = mask.get(self.layer_types[i]) if isinstance(mask, dict) else mask
+            y = _rms_norm(x, w_in, eps_in)
+            qkv = F.linear(y, wqkv, bqkv).view(1, n, h + 2 * kv, d)
+            qk, v = qkv.split((h + kv, kv), dim=2)  # queries and keys get the same norm and RoPE
+            if qk_norm is not None:  # Qwen3: RMSNorm over each head (q_norm for q, k_norm for k)
+                qk = _rms_norm(qk, *qk_norm)
+            qk = qk * cos + _rotate_half(qk) * sin
+            q, k = qk.transpose(1, 2).split((h, kv), dim=1)
+            v = v.transpose(1, 2)
+            k, v = cache.update(k, v, i)
+            causal = layer_mask is None and n > 1
+            if h != kv and not (on_cpu or layer_mask is None):
+                k, v = k.repeat_interleave(h // kv, dim=1), v.repeat_interleave(h // kv, dim=1)
+            o = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=layer_mask, is_causal=causal, scale=scale, enable_gqa=h != k.shape[1]
+            )
+            x = x + F.linear(o.transpose(1, 2).reshape(1, n, h * d), wo, bo)
+            y = _rms_norm(x, w_post, eps_post)
+            gate, up = F.linear(y, wgu, bgu).split((inter, inter), dim=-1)
+            x = x + F.linear(F.silu(gate) * up, wd, bd)
+        if last_only:
+            x = x[:, -1:]
+        return self.lm_head(_rms_norm(x, self.norm_w, self.norm_eps))[0]
+
+
 class VerificationEngine:
     """Owns the target model's KV cache for one sequence at a time (batch size 1).
 
     Paper symbols: P is the cached prefix length; the anchor (node 0) is the last committed token,
     not yet in the cache.
+
+    After each `verify`, `last_forward_s` holds the seconds from the start of the call to the
+    step's host sync (inputs, mask, forward, argmax); the rest of the call is the walk, the stop
+    rules and the compaction. `steps` counts verifications since the last prefill.
     """
 
-    def __init__(self, model: torch.nn.Module, eos_token_ids: Sequence[int], context_length: int | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        eos_token_ids: Sequence[int],
+        context_length: int | None = None,
+        lean: bool | None = None,
+    ):
+        """lean: use `LeanDecoder` for the forward passes (None = wherever the model supports it,
+        True = require it, False = always the `transformers` forward)."""
         self.model = model
         self.eos_token_ids = tuple(eos_token_ids)
         cfg = model.config
+        text_cfg = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
         self.context_length = context_length or getattr(cfg, "max_position_embeddings", None) or 1 << 30
-        self.device = next(model.parameters()).device
-        self.dtype = next(model.parameters()).dtype
-        layer_types = getattr(cfg, "layer_types", None)
+        first = next(model.parameters())
+        self.device = first.device
+        self.dtype = first.dtype
+        self.num_layers = int(text_cfg.num_hidden_layers)
+        layer_types = getattr(text_cfg, "layer_types", None)
         self.layer_types: tuple[str, ...] = tuple(sorted(set(layer_types))) if layer_types else ()
-        self.sliding_window: int | None = getattr(cfg, "sliding_window", None)
-        self.cache: DynamicCache | None = None
+        self.sliding_window: int | None = getattr(text_cfg, "sliding_window", None)
+        self._neg = torch.finfo(self.dtype).min
+        self.cache: TreeKVCache | None = None
         self.prefix_len = 0
+        self.steps = 0
+        self.first_token: int | None = None
+        self.last_forward_s = 0.0
+        self._positions = torch.zeros(1, 0, dtype=torch.long, device=self.device)
+        self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.lean: LeanDecoder | None = None
+        if lean or (lean is None and LeanDecoder.unsupported(model) is None):
+            self.lean = LeanDecoder(model)
 
-    # ----------------------------------------------------------------------------- forward passes
-    def _mask(self, visible: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
-        """Additive [1, 1, n, P + n] mask(s) from the boolean visibility matrix."""
-        neg = torch.finfo(self.dtype).min
+    # ----------------------------------------------------------------------------- buffers
+    def _reserve(self, rows: int) -> None:
+        """Room for `rows` cache rows and position ids 0..rows-1 on the device."""
+        assert self.cache is not None
+        self.cache.reserve(rows)
+        if self._positions.shape[1] < self.cache.capacity:
+            self._positions = torch.arange(self.cache.capacity, device=self.device)[None]
 
-        def additive(vis: torch.Tensor) -> torch.Tensor:
-            zeros = torch.zeros(vis.shape, dtype=self.dtype, device=self.device)
-            return zeros.masked_fill(~vis, neg)[None, None]
+    def _slides(self, kind: str, longest_distance: int) -> bool:
+        """True if layers of `kind` need a window mask for query-key distances up to this."""
+        return (
+            kind == "sliding_attention"
+            and bool(self.sliding_window)
+            and longest_distance >= self.sliding_window
+        )
 
+    # ----------------------------------------------------------------------------- masks
+    def _tree_mask(
+        self, anc: torch.Tensor, depths: torch.Tensor, max_depth: int
+    ) -> torch.Tensor | dict[str, torch.Tensor]:
+        """Additive [1, 1, n, P + n] mask(s): the whole prefix plus the ancestors (anc)."""
+        p = self.prefix_len
+        n = anc.shape[0]
+        mask = torch.zeros((1, 1, n, p + n), dtype=self.dtype, device=self.device)
+        mask[0, 0, :, p:].masked_fill_(~anc, self._neg)
         if not self.layer_types:
-            return additive(visible)
+            return mask
         masks: dict[str, torch.Tensor] = {}
-        key_pos = torch.cat(
-            [torch.arange(self.prefix_len, device=self.device), position_ids[0]]
-        )  # positions of every key: prefix rows, then the tree nodes
         for kind in self.layer_types:
-            vis = visible
-            if kind == "sliding_attention" and self.sliding_window:
-                dist = position_ids[0][:, None] - key_pos[None, :]
-                vis = visible & (dist < self.sliding_window)
-            masks[kind] = additive(vis)
+            if self._slides(kind, p + max_depth):
+                q_pos = depths + p
+                key_pos = torch.cat([self._positions[0, :p], q_pos])
+                far = (q_pos[:, None] - key_pos[None, :]) >= self.sliding_window
+                masks[kind] = mask.masked_fill(far[None, None], self._neg)
+            else:
+                masks[kind] = mask
         return masks
 
-    @torch.inference_mode()
-    def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    def _ar_mask(self) -> dict[str, torch.Tensor | None] | None:
+        """Mask(s) of a one-node step at position P: none, except a sliding-window row."""
+        if not self.layer_types:
+            return None
+        p = self.prefix_len
+        masks: dict[str, torch.Tensor | None] = {}
+        for kind in self.layer_types:
+            if self._slides(kind, p):
+                row = torch.zeros((1, 1, 1, p + 1), dtype=self.dtype, device=self.device)
+                row[..., : p - self.sliding_window + 1] = self._neg
+                masks[kind] = row
+            else:
+                masks[kind] = None
+        return masks
+
+    def _prefill_mask(self, n: int) -> dict[str, torch.Tensor] | None:
+        """Causal mask(s) of the prefill; plain models use sdpa's causal path (no mask)."""
+        if not self.layer_types:
+            return None
+        pos = self._positions[0, :n]
+        causal = pos[:, None] >= pos[None, :]
+        masks = {}
+        for kind in self.layer_types:
+            vis = (
+                causal & ((pos[:, None] - pos[None, :]) < self.sliding_window)
+                if self._slides(kind, n - 1)
+                else causal
+            )
+            masks[kind] = torch.zeros((n, n), dtype=self.dtype, device=self.device).masked_fill_(
+                ~vis, self._neg
+            )[None, None]
+        return masks
+
+    # ----------------------------------------------------------------------------- forward passes
+    def _forward(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask, last_only: bool = False
+    ) -> torch.Tensor:
+        """Logits [n, V] (or the last row, [1, V]) of one forward pass over the cache."""
+        if self.lean is not None and not _has_forward_hooks(self.model):
+            return self.lean(input_ids, position_ids, mask, self.cache, last_only)
+        kwargs = {"logits_to_keep": 1} if last_only and self._logits_to_keep else {}
         out = self.model(
             input_ids=input_ids,
             position_ids=position_ids,
-            attention_mask=self._mask(visible, position_ids),
+            attention_mask=mask,
             past_key_values=self.cache,
             use_cache=True,
+            **kwargs,
         )
-        return out.logits[0]
+        return out.logits[0, -1:] if last_only else out.logits[0]
+
+    def _non_finite(self, where: str, nodes: list[int]) -> NonFiniteLogitsError:
+        return NonFiniteLogitsError(
+            f"non-finite logits (NaN or inf) at {where} (prefix length {self.prefix_len}, node(s) "
+            f"{nodes[:8]}); the model overflowed in {str(self.dtype).replace('torch.', '')} or its "
+            "weights are broken"
+        )
 
     @torch.inference_mode()
-    def prefill(self, prompt_ids: Sequence[int]) -> torch.Tensor:
-        """Start a new sequence: forward the prompt into a fresh cache. Returns logits [P, V]."""
+    def prefill(
+        self, prompt_ids: Sequence[int], max_new_tokens: int | None = None, all_logits: bool = True
+    ) -> torch.Tensor:
+        """Start a new sequence: forward the prompt into the (reused) cache. Returns logits [P, V],
+        or only the last row [1, V] when `all_logits` is False (the LM head over every prompt
+        position is a quarter of a small model's prefill; only drafters that harvest the prefill
+        need it).
+
+        max_new_tokens, if given, sizes the cache so that the whole generation fits without a
+        reallocation. Sets `first_token` (argmax of the last row; the one host sync) and raises
+        NonFiniteLogitsError if that row is not finite.
+        """
         n = len(prompt_ids)
         if n == 0:
             raise ValueError("empty prompt: the prefill needs at least one token")
@@ -122,15 +481,25 @@ class VerificationEngine:
             raise ContextLengthError(
                 f"prompt has {n} tokens; the model's context window is {self.context_length}"
             )
-        # A plain DynamicCache (no config) keeps every key of every layer, sliding layers included;
-        # the masks do the windowing, so that compaction is the same for every layer.
-        self.cache = DynamicCache()
+        planned = n + (256 if max_new_tokens is None else max_new_tokens)
+        rows = min(planned, self.context_length) + TREE_SLACK
+        if self.cache is None:
+            self.cache = TreeKVCache(self.num_layers, capacity=rows)
+        self.cache.reset()
         self.prefix_len = 0
+        self.steps = 0
+        self.first_token = None
+        self._reserve(rows)
         ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
-        pos = torch.arange(n, device=self.device)[None]
-        visible = torch.ones(n, n, dtype=torch.bool, device=self.device).tril_()
-        logits = self._forward(ids, pos, visible)
+        logits = self._forward(ids, self._positions[:, :n], self._prefill_mask(n), last_only=not all_logits)
+        last = logits[-1:]
+        pred = fast_argmax(last)
+        finite = torch.isfinite(last.gather(-1, pred[:, None])[:, 0])
+        (first, finite) = torch.stack([pred, finite.long()])[:, 0].tolist()
+        if not finite:
+            raise self._non_finite("the prefill (step 0)", [n - 1])
         self.prefix_len = n
+        self.first_token = first
         return logits
 
     @torch.inference_mode()
@@ -140,38 +509,67 @@ class VerificationEngine:
         budget: how many more tokens may be committed (max_new_tokens minus generated so far).
         The cache afterwards holds prefix + root + accepted path; the bonus token is the next anchor.
         """
+        t0 = time.perf_counter()
         if self.cache is None:
             raise RuntimeError("verify() before prefill()")
-        last_pos = self.prefix_len + max(tree.depths)
-        if last_pos >= self.context_length:
+        p = self.prefix_len
+        n = len(tree)
+        max_depth = max(tree.depths)
+        if p + max_depth >= self.context_length:
             raise ContextLengthError(
-                f"draft tree reaches position {last_pos}; the context window is {self.context_length}"
+                f"draft tree reaches position {p + max_depth}; the context window is {self.context_length}"
             )
-        input_ids, position_ids, visible = tree_attention_inputs(tree, self.prefix_len, self.device)
-        logits = self._forward(input_ids, position_ids, visible)
-        predictions: list[int] = logits.argmax(dim=-1).tolist()  # the one host sync of the step
-        path = greedy_walk(tree, predictions)
+        self._reserve(p + n)
+        self.steps += 1
+        if n == 1:  # AR fast path
+            ids = torch.tensor([[tree.tokens[0]]], dtype=torch.long, device=self.device)
+            logits = self._forward(ids, self._positions[:, p : p + 1], self._ar_mask())
+            pred = fast_argmax(logits)
+            packed = torch.stack([pred, torch.isfinite(logits.gather(-1, pred[:, None])[:, 0]).long()])
+        else:
+            tokens, parents, depths = tree_tensors(tree, self.device)
+            if max_depth == n - 1:  # a chain: its ancestor matrix is the lower triangle
+                anc = torch.ones(n, n, dtype=torch.bool, device=self.device).tril_()
+            else:
+                anc = ancestor_matrix(parents, max_depth)
+            logits = self._forward(tokens[None], (depths + p)[None], self._tree_mask(anc, depths, max_depth))
+            pred = fast_argmax(logits)
+            finite = torch.isfinite(logits.gather(-1, pred[:, None])[:, 0])
+            # node i is on the greedy path iff it and all its ancestors match their parent's argmax
+            match = (tokens == pred[parents.clamp(min=0)]) | (parents < 0)
+            on_path = ~(anc & ~match[None, :]).any(dim=-1)
+            packed = torch.stack([pred, finite.long(), on_path.long()])
+        rows = packed.tolist()  # the one host sync of the step
+        t1 = time.perf_counter()
+        predictions: list[int] = rows[0]
+        if 0 in rows[1]:
+            bad = [i for i, ok in enumerate(rows[1]) if not ok]
+            raise self._non_finite(f"verification step {self.steps}", bad)
+        if n == 1:
+            path = [0]
+        else:
+            path = list(compress(range(n), rows[2]))
+            if tree.depths[path[-1]] != len(path) - 1:  # not a chain: duplicate tokens under a parent
+                path = greedy_walk(tree, predictions)
         proposed = [tree.tokens[i] for i in path[1:]] + [predictions[path[-1]]]
         new_tokens = cut_at_stop(proposed, self.eos_token_ids, budget)
         # Drafted nodes that made it into the output (the bonus token is not a node).
         path = path[: 1 + min(len(new_tokens), len(path) - 1)]
-        self._compact(path, len(tree))
-        return VerifyOutcome(logits=logits, predictions=predictions, accepted_nodes=path, new_tokens=new_tokens)
-
-    def _compact(self, path: list[int], n_nodes: int) -> None:
-        """Keep the KV rows of the prefix, the root and the accepted path; drop the rest."""
-        p = self.prefix_len
         keep = len(path)
-        contiguous = path[-1] == keep - 1  # path is 0, 1, ..., keep-1 (chains, AR, spine prefixes)
-        if not contiguous:
-            src = torch.tensor(path, dtype=torch.long, device=self.device) + p
-        for layer in self.cache.layers:
-            if not contiguous:
-                layer.keys[..., p : p + keep, :] = layer.keys[..., src, :]
-                layer.values[..., p : p + keep, :] = layer.values[..., src, :]
-            layer.keys = layer.keys[..., : p + keep, :]
-            layer.values = layer.values[..., : p + keep, :]
+        src = None if path[-1] == keep - 1 else torch.tensor(path, dtype=torch.long, device=self.device) + p
+        self.cache.compact(p, src, keep)
         self.prefix_len = p + keep
+        self.last_forward_s = t1 - t0
+        return VerifyOutcome(
+            logits=logits, predictions=predictions, accepted_nodes=path, new_tokens=new_tokens
+        )
+
+    def truncate(self, prefix_len: int) -> None:
+        """Roll the sequence back to its first `prefix_len` cached tokens (used by calibration)."""
+        if self.cache is None or not 0 <= prefix_len <= self.prefix_len:
+            raise ValueError(f"cannot truncate a prefix of {self.prefix_len} tokens to {prefix_len}")
+        self.cache.compact(prefix_len, None, 0)
+        self.prefix_len = prefix_len
 
     @torch.inference_mode()
     def next_token_margin(self, token_ids: Sequence[int]) -> tuple[int, int, float, float]:
@@ -181,4 +579,9 @@ class VerificationEngine:
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)
         logits = self.model(input_ids=ids, use_cache=False).logits[0, -1].float()
         top = torch.topk(logits, 2)
-        return int(top.indices[0]), int(top.indices[1]), float(top.values[0] - top.values[1]), float(top.values[0])
+        return (
+            int(top.indices[0]),
+            int(top.indices[1]),
+            float(top.values[0] - top.values[1]),
+            float(top.values[0]),
+        )

@@ -102,23 +102,46 @@ class DraftTree:
 def ancestor_matrix(parents: torch.Tensor, max_depth: int | None = None) -> torch.Tensor:
     """Boolean [n, n] matrix A with A[i, j] = True iff j is i or an ancestor of i.
 
-    Built with tensor ops by pointer doubling: log2(depth) boolean matrix products, no loop over
-    nodes. `parents` is a 1-D long tensor with parents[0] == -1; `max_depth` (the tree's depth, if
-    known) bounds the number of squarings.
+    Built with tensor ops by pointer doubling over row gathers, no loop over nodes: A starts as
+    "j is i or i's parent" and `jump` as the parent; each round ORs in the rows of the node
+    2^k levels up (A |= A[jump]; jump = jump[jump]), doubling the reach, so a tree of depth d
+    takes ceil(log2 d) rounds of O(n^2) boolean work. `parents` is a 1-D long tensor with
+    parents[0] == -1 (on any device); `max_depth` (the tree's depth, if known) bounds the rounds.
+    A chain (parents[i] == i - 1, depth n - 1) on the CPU is simply the lower triangle.
     """
     n = parents.numel()
     idx = torch.arange(n, device=parents.device)
-    step = parents.clamp(min=0)  # root points at itself
+    if max_depth is not None and max_depth == n - 1 and n > 1 and _is_chain(parents):
+        return torch.ones(n, n, dtype=torch.bool, device=parents.device).tril_()
+    jump = parents.clamp(min=0)  # the root points at itself
     anc = torch.zeros(n, n, dtype=torch.bool, device=parents.device)
     anc[idx, idx] = True
-    anc[idx, step] = True
-    # anc now holds paths of length <= 1; squaring doubles the reach each time.
+    anc[idx, jump] = True
     reach, target = 1, (n - 1 if max_depth is None else max_depth)
     while reach < target:
-        f = anc.to(torch.float32)
-        anc = (f @ f) > 0
+        anc |= anc[jump]
+        jump = jump[jump]
         reach *= 2
     return anc
+
+
+def _is_chain(parents: torch.Tensor) -> bool:
+    """True iff parents == [-1, 0, 1, ..., n-2]; checked on CPU tensors only (elsewhere it would
+    cost a host sync, and pointer doubling is cheap there), False otherwise."""
+    return parents.device.type == "cpu" and torch.equal(
+        parents, torch.arange(-1, parents.numel() - 1, device=parents.device)
+    )
+
+
+def tree_tensors(
+    tree: DraftTree, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(tokens, parents, depths) of `tree` as 1-D long tensors on `device`: one host-to-device
+    copy of a [3, n] tensor."""
+    meta = torch.tensor((tree.tokens, tree.parents, tree.depths), dtype=torch.long)
+    if torch.device(device).type != "cpu":
+        meta = meta.to(device, non_blocking=True)
+    return meta[0], meta[1], meta[2]
 
 
 def tree_attention_inputs(
@@ -129,10 +152,8 @@ def tree_attention_inputs(
     Returns (input_ids [1, n], position_ids [1, n] = P + depth, visible [n, P + n] boolean, True
     where node i may attend: the whole prefix, itself and its ancestors).
     """
-    tokens = torch.tensor(tree.tokens, dtype=torch.long, device=device)
-    parents = torch.tensor(tree.parents, dtype=torch.long, device=device)
-    depths = torch.tensor(tree.depths, dtype=torch.long, device=device)
+    tokens, parents, depths = tree_tensors(tree, device)
     n = tokens.numel()
-    visible = torch.ones(n, prefix_len + n, dtype=torch.bool, device=device)
+    visible = torch.ones(n, prefix_len + n, dtype=torch.bool, device=tokens.device)
     visible[:, prefix_len:] = ancestor_matrix(parents, max(tree.depths))
     return tokens.unsqueeze(0), (depths + prefix_len).unsqueeze(0), visible

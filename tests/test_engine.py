@@ -11,7 +11,7 @@ import torch
 
 from baselines.ar import ARDrafter
 from goose.decode import generate
-from goose.engine import VerificationEngine, cut_at_stop, greedy_walk
+from goose.engine import NonFiniteLogitsError, VerificationEngine, cut_at_stop, greedy_walk
 from goose.tree import BRANCH, SPINE, DraftTree, ancestor_matrix, tree_attention_inputs
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 
@@ -107,10 +107,12 @@ def random_tree(rng: random.Random, anchor: int, good_path: list[int], n_extra: 
     return tree
 
 
+@pytest.mark.parametrize("lean", [None, False])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_tree_logits_equal_sequential_and_cache_compacts(arch):
+def test_tree_logits_equal_sequential_and_cache_compacts(arch, lean):
     model = tiny_model(arch)
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    engine = VerificationEngine(model, eos_token_ids=(), context_length=256, lean=lean)
+    assert (engine.lean is not None) == (lean is None and arch in ("llama", "qwen3"))
     rng = random.Random(1)
     prefix = [rng.randrange(VOCAB) for _ in range(12)]
     prefill_logits = engine.prefill(prefix)
@@ -133,7 +135,7 @@ def test_tree_logits_equal_sequential_and_cache_compacts(arch):
     for tok in committed[len(prefix) :]:
         ref_engine.verify(DraftTree.single(tok), budget=100)
     assert engine.prefix_len == ref_engine.prefix_len == len(committed)
-    for got, ref in zip(engine.cache.layers, ref_engine.cache.layers):
+    for got, ref in zip(engine.cache.layers, ref_engine.cache.layers, strict=True):
         assert got.keys.shape == ref.keys.shape
         assert torch.allclose(got.keys, ref.keys, atol=1e-5)
         assert torch.allclose(got.values, ref.values, atol=1e-5)
@@ -163,3 +165,175 @@ def test_generation_stops_at_eos_and_budget():
     assert gen.output_ids == ref[: first + 1]
     gen0 = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=0)
     assert gen0.output_ids == [] and gen0.forward_calls == 0
+
+
+def test_ancestor_matrix_matches_python_reference():
+    rng = random.Random(5)
+    for n in (1, 2, 7, 40, 130):
+        parents = [-1] + [rng.randrange(i) for i in range(1, n)]
+        ref = torch.zeros(n, n, dtype=torch.bool)
+        for i in range(n):
+            j = i
+            while j >= 0:
+                ref[i, j] = True
+                j = parents[j]
+        tree = DraftTree(list(range(n)), parents, [0] + [BRANCH] * (n - 1))
+        for bound in (None, max(tree.depths)):
+            assert torch.equal(ancestor_matrix(torch.tensor(parents), bound), ref), (n, bound)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_chain_and_tree_paths_agree_with_ar(arch):
+    """A chain (lower-triangular fast path) and a planted tree commit what AR commits; the prefix
+    length and the next predictions agree afterwards."""
+    model = tiny_model(arch, seed=2)
+    prefix = list(range(20, 34))  # longer than gemma3's window of 5
+    ref = greedy_continuation(model, prefix, 8)
+    for make in ("chain", "tree"):
+        engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+        anchor = int(engine.prefill(prefix)[-1].argmax())
+        assert anchor == engine.first_token == ref[0]
+        if make == "chain":
+            tree = DraftTree.chain(anchor, ref[1:5] + [(ref[5] + 1) % VOCAB])
+        else:
+            tree = random_tree(random.Random(3), anchor, ref[1:5], n_extra=12)
+        out = engine.verify(tree, budget=100)
+        assert out.new_tokens == ref[1:6]
+        assert engine.prefix_len == len(prefix) + 5
+        nxt = engine.verify(DraftTree.single(out.new_tokens[-1]), budget=100)
+        assert nxt.new_tokens == [ref[6]]
+
+
+def test_duplicate_tokens_under_a_parent_fall_back_to_the_spine_tie_rule():
+    model = tiny_model("llama", seed=3)
+    prefix = list(range(5, 15))
+    ref = greedy_continuation(model, prefix, 4)
+    engine = VerificationEngine(model, eos_token_ids=())
+    anchor = int(engine.prefill(prefix)[-1].argmax())
+    tree = DraftTree.single(anchor)
+    tree.add(ref[1], 0, BRANCH)  # 1: the same token twice under the root
+    s = tree.add(ref[1], 0, SPINE)  # 2: the spine copy must win
+    tree.add(ref[2], s, SPINE)  # 3
+    out = engine.verify(tree, budget=100)
+    assert out.accepted_nodes == [0, 2, 3]
+    assert out.new_tokens == ref[1:4]
+
+
+def test_budget_cut_compacts_only_committed_nodes():
+    model = tiny_model("qwen3", seed=1)
+    prefix = list(range(30, 42))
+    ref = greedy_continuation(model, prefix, 6)
+    engine = VerificationEngine(model, eos_token_ids=())
+    anchor = int(engine.prefill(prefix)[-1].argmax())
+    out = engine.verify(random_tree(random.Random(0), anchor, ref[1:5], n_extra=6), budget=2)
+    assert out.new_tokens == ref[1:3] and out.accepted_nodes == [0, 2, 3]
+    assert engine.prefix_len == len(prefix) + 3
+    nxt = engine.verify(DraftTree.single(ref[3]), budget=100)
+    assert nxt.new_tokens == [ref[4]]
+
+
+def test_cache_is_reused_across_prompts_and_grows():
+    model = tiny_model("llama", seed=3)
+    engine = VerificationEngine(model, eos_token_ids=(), context_length=1024)
+    long_prompt, short_prompt = list(range(3, 60)), list(range(40, 47))
+    generate(engine, ARDrafter(), long_prompt, max_new_tokens=4)
+    storage = engine.cache.storage
+    gen = generate(engine, ARDrafter(), short_prompt, max_new_tokens=10)
+    assert engine.cache.storage is storage  # no reallocation for a sequence that fits
+    assert gen.output_ids == greedy_continuation(model, short_prompt, 10)
+    # generating past the reserved rows grows the cache (rows kept, decoding stays exact)
+    engine.cache = None
+    engine.prefill(short_prompt, max_new_tokens=0)
+    cap = engine.cache.capacity
+    tok = engine.first_token
+    out = [tok]
+    while engine.prefix_len <= cap + 2:
+        tok = engine.verify(DraftTree.chain(tok, [1, 2]), budget=10).new_tokens[-1]
+        out.append(tok)
+    assert engine.cache.capacity > cap
+    assert int(sequential_logits(model, short_prompt + out[:-1]).argmax()) == out[-1]
+    assert out[:8] == greedy_continuation(model, short_prompt, 8)
+
+
+def test_non_finite_logits_raise_and_name_the_step():
+    model = tiny_model("llama", seed=3)
+    engine = VerificationEngine(model, eos_token_ids=())
+    engine.prefill(list(range(5, 15)))
+    engine.verify(DraftTree.single(engine.first_token), budget=10)
+    with torch.no_grad():
+        model.lm_head.weight[7].fill_(float("nan"))
+    try:
+        with pytest.raises(NonFiniteLogitsError, match="verification step 2"):
+            engine.verify(DraftTree.chain(3, [4, 5]), budget=10)
+        with pytest.raises(NonFiniteLogitsError, match="prefill"):
+            engine.prefill(list(range(5, 15)))
+        assert issubclass(NonFiniteLogitsError, RuntimeError)  # the runner records a failed prompt
+    finally:
+        with torch.no_grad():
+            model.lm_head.weight[7].normal_()
+
+
+def test_time_split_has_forward_and_walk():
+    model = tiny_model("llama", seed=3)
+    gen = generate(
+        VerificationEngine(model, eos_token_ids=()), ARDrafter(), list(range(5, 15)), max_new_tokens=5
+    )
+    split = gen.time_split()
+    assert {"prefill_s", "draft_s", "verify_s", "update_s", "forward_s", "walk_s"} <= set(split)
+    assert split["forward_s"] + split["walk_s"] == pytest.approx(split["verify_s"], rel=1e-6, abs=1e-9)
+    assert 0.0 <= gen.overhead_share() < 1.0
+
+
+def test_prefill_last_row_only_for_drafters_that_do_not_harvest():
+    from baselines.pld import PromptLookupDrafter
+    from goose.decode import wants_prefill_logits
+    from goose.goose_drafter import GooseDrafter
+
+    model = tiny_model("gemma3", seed=1)
+    prompt = list(range(5, 19))
+    engine = VerificationEngine(model, eos_token_ids=())
+    full = engine.prefill(prompt)
+    last = engine.prefill(prompt, all_logits=False)
+    assert full.shape[0] == len(prompt) and last.shape[0] == 1
+    assert torch.allclose(full[-1:], last, atol=1e-5)
+    assert engine.verify(DraftTree.single(engine.first_token), budget=5).predictions[0] == int(
+        sequential_logits(model, prompt + [engine.first_token]).argmax()
+    )
+    assert not wants_prefill_logits(ARDrafter())  # AR does not override Drafter.begin
+    assert wants_prefill_logits(GooseDrafter()) and wants_prefill_logits(PromptLookupDrafter())
+    pld = PromptLookupDrafter()
+    pld.needs_prefill_logits = False  # a drafter may say so explicitly
+    assert not wants_prefill_logits(pld)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
+    from goose.engine import LeanDecoder
+
+    model = tiny_model(arch, seed=5)
+    prompt = list(range(7, 27))
+    with torch.no_grad():
+        before = model(input_ids=torch.tensor([prompt])).logits[0]
+    lean = VerificationEngine(model, eos_token_ids=())
+    slow = VerificationEngine(model, eos_token_ids=(), lean=False)
+    assert lean.lean is not None and slow.lean is None
+    with torch.no_grad():  # the fused weights are views: the transformers forward is unchanged
+        assert torch.equal(model(input_ids=torch.tensor([prompt])).logits[0], before)
+    assert torch.allclose(lean.prefill(prompt), slow.prefill(prompt), atol=1e-4)
+    tree = random_tree(random.Random(2), lean.first_token, [1, 2, 3], n_extra=9)
+    a, b = lean.verify(tree, budget=100), slow.verify(tree, budget=100)
+    assert torch.allclose(a.logits, b.logits, atol=1e-4) and a.accepted_nodes == b.accepted_nodes
+    for _ in range(3):
+        a = lean.verify(DraftTree.single(a.new_tokens[-1]), budget=100)
+        b = slow.verify(DraftTree.single(b.new_tokens[-1]), budget=100)
+        assert torch.allclose(a.logits, b.logits, atol=1e-4)
+    fused = lean.lean.layers[0][2]
+    assert VerificationEngine(model, eos_token_ids=()).lean.layers[0][2] is fused  # fusion reused
+    attn = model.model.layers[0].self_attn
+    assert attn.k_proj.weight.data_ptr() == fused[attn.q_proj.out_features].data_ptr()
+    assert LeanDecoder.unsupported(tiny_model("gemma3")) is not None
+    calls = []  # a forward hook on the model makes the engine run the transformers forward
+    handle = model.register_forward_hook(lambda *args: calls.append(1))
+    lean.verify(DraftTree.single(a.new_tokens[-1]), budget=100)
+    handle.remove()
+    assert calls == [1]

@@ -1,0 +1,464 @@
+"""Wall-clock benchmark (`make bench`): every contender measured side by side in one process, on the
+same prompts, on the same machine, in the same session.
+
+Contenders
+    engine:ar           the shared engine with a one-node tree per step (goose.decode.generate)
+    engine:<method>     any configured method (conf/method/<method>.yaml), at its configured budget
+    engine:<method>:auto   the same method wrapped by budget=auto (goose.auto_budget), with the
+                        latency curve calibrated at start-up on this machine (goose.cost_model)
+    hf:greedy           transformers `generate(do_sample=False)`
+    hf:pld              transformers `generate(do_sample=False, prompt_lookup_num_tokens=10)`
+
+Protocol: warm-up first (the engine's warm-up step, then every contender once on a short prompt,
+untimed); then `--repeats` rounds, each running every contender on every prompt, interleaved
+prompt by prompt (the contenders' order rotates from prompt to prompt, so that no contender
+always runs first or after the same neighbour), so that drifts of the machine's speed hit all
+contenders alike. Tokens/s of a contender in a round = its generated tokens / its wall seconds,
+summed over the prompts every contender completed (prefill included, as in SPEC). Reported:
+tokens/s per contender, and each ratio as median [min, max] over the rounds; the share of each
+engine method's step time spent drafting and on bookkeeping (draft + walk/compaction + drafter
+update, i.e. everything but the verification forward); how many outputs equal engine AR's
+(fp32 must be all; in bf16 mismatches are reported, with the first differing position).
+
+For final numbers run it on a quiet machine (nothing else running; `--threads` = physical cores):
+
+    python -m experiments.bench --threads 2 --dtype bfloat16 --out bench_bf16.json
+    python -m experiments.bench --threads 2 --dtype float32 --out bench_fp32.json
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra.utils import instantiate  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from goose.auto_budget import wrap_auto_budget  # noqa: E402
+from goose.benchmarks import file_in_data_dir, load_benchmark, resolve_source  # noqa: E402
+from goose.cost_model import LatencyTable, calibrate  # noqa: E402
+from goose.decode import generate  # noqa: E402
+from goose.drafter import Drafter  # noqa: E402
+from goose.engine import VerificationEngine, sync_clock  # noqa: E402
+from goose.models import LoadedModel, load_model  # noqa: E402
+from goose.runner import environment, warm_up  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+OFFLINE_FIVE = ("humaneval", "mbpp", "classeval", "gsm8k", "mtbench")
+REFERENCE = "engine:ar"
+# (numerator, denominator, target or None): the comparisons the issue asks for.
+TARGETS = {
+    ("engine:ar", "hf:greedy"): 1.1,
+    ("engine:goose:auto", "engine:ar"): 1.8,
+    ("engine:goose:auto", "hf:pld"): 1.0,
+}
+OVERHEAD_TARGET = 0.15
+
+
+# ------------------------------------------------------------------------------------ loading
+def compose_config(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose(config_name="config", overrides=overrides)
+
+
+def method_factory(name: str) -> Callable[[], Drafter]:
+    """A factory of the drafter of conf/method/<name>.yaml."""
+    cfg = compose_config([f"method={name}"])
+    return lambda: instantiate(cfg.method.drafter, _convert_="all")
+
+
+def load_configured_model(name: str, dtype: str | None = None) -> LoadedModel:
+    """conf/model/<name>.yaml, optionally with another dtype."""
+    spec = OmegaConf.to_container(compose_config([f"model={name}"]).model, resolve=True)
+    if dtype:
+        spec["dtype"] = dtype
+    return load_model(**spec)
+
+
+@dataclass
+class BenchPrompt:
+    bench: str
+    prompt_id: str
+    ids: list[int]
+
+
+def load_prompts(tokenizer: Any, benches: list[str], limit: int, data_dir: str | None) -> list[BenchPrompt]:
+    out = []
+    for bench in benches:
+        data_file = file_in_data_dir(bench, data_dir)
+        source = resolve_source(bench, data_file, "auto")
+        for p in load_benchmark(bench, limit, data_file, source=source):
+            out.append(BenchPrompt(bench, str(p.prompt_id), tokenizer(p.text).input_ids))
+    return out
+
+
+# ------------------------------------------------------------------------------------ contenders
+@dataclass
+class Run:
+    """One contender on one prompt."""
+
+    output_ids: list[int]
+    seconds: float
+    split: dict[str, float] | None = None  # engine methods: Generation.time_split()
+    steps: int = 0
+    tree_nodes: int = 0
+
+
+Contender = Callable[[list[int], int], Run]
+
+
+def hf_contender(model: Any, eos: list[int], **generate_kwargs: Any) -> Contender:
+    """transformers' generate, timed from before the call to after it (CUDA-synchronised)."""
+
+    def run(ids: list[int], max_new: int) -> Run:
+        x = torch.tensor([ids], device=model.device)
+        t0 = sync_clock(model.device)
+        out = model.generate(
+            x,
+            attention_mask=torch.ones_like(x),
+            do_sample=False,
+            max_new_tokens=max_new,
+            eos_token_id=eos,
+            pad_token_id=eos[0],
+            **generate_kwargs,
+        )
+        t1 = sync_clock(model.device)
+        return Run(out[0, len(ids) :].tolist(), t1 - t0)
+
+    return run
+
+
+def engine_contender(engine: VerificationEngine, drafter: Drafter) -> Contender:
+    """goose.decode.generate with one drafter object across prompts (as in a run)."""
+
+    def run(ids: list[int], max_new: int) -> Run:
+        g = generate(engine, drafter, ids, max_new)
+        return Run(
+            g.output_ids, g.wall_time_s, g.time_split(), len(g.steps), sum(s.tree_size for s in g.steps)
+        )
+
+    return run
+
+
+# ------------------------------------------------------------------------------------ statistics
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """(median, min, max)."""
+    return statistics.median(values), min(values), max(values)
+
+
+def fmt_spread(s: tuple[float, float, float], digits: int = 3) -> str:
+    return f"{s[0]:.{digits}f} [{s[1]:.{digits}f}, {s[2]:.{digits}f}]"
+
+
+def first_diff(a: list[int], b: list[int]) -> int | None:
+    if a == b:
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def summarise(
+    names: list[str], prompts: list[BenchPrompt], runs: list[list[dict[str, Run | None]]]
+) -> dict[str, Any]:
+    """runs[rep][prompt][contender] -> the summary (see the module docstring)."""
+    ok = [
+        i
+        for i in range(len(prompts))
+        if all(runs[r][i].get(n) is not None for r in range(len(runs)) for n in names)
+    ]
+    failed = sorted({prompts[i].prompt_id for i in range(len(prompts)) if i not in ok})
+    benches = sorted({prompts[i].bench for i in ok}, key=lambda b: [p.bench for p in prompts].index(b))
+
+    def tps(rep: int, name: str, bench: str | None = None) -> float:
+        sel = [i for i in ok if bench is None or prompts[i].bench == bench]
+        tok = sum(len(runs[rep][i][name].output_ids) for i in sel)
+        sec = sum(runs[rep][i][name].seconds for i in sel)
+        return tok / sec if sec else float("nan")
+
+    reps = range(len(runs))
+    tokens_per_s = {n: [tps(r, n) for r in reps] for n in names}
+    per_bench = {b: {n: spread([tps(r, n, b) for r in reps]) for n in names} for b in benches}
+    pairs = [(a, b) for (a, b) in TARGETS if a in names and b in names]
+    for n in names:
+        if n.startswith("engine:") and n != REFERENCE and REFERENCE in names:
+            pairs.append((n, REFERENCE))
+        if n.startswith("engine:") and n != REFERENCE and "hf:pld" in names:
+            pairs.append((n, "hf:pld"))
+    if "hf:pld" in names and "hf:greedy" in names:
+        pairs.append(("hf:pld", "hf:greedy"))
+    pairs = list(dict.fromkeys(pairs))
+    ratios = {f"{a} / {b}": spread([tokens_per_s[a][r] / tokens_per_s[b][r] for r in reps]) for a, b in pairs}
+    targets = {f"{a} / {b}": t for (a, b), t in TARGETS.items() if (a, b) in pairs}
+
+    identical: dict[str, Any] = {}
+    if REFERENCE in names:
+        for n in names:
+            if n == REFERENCE:
+                continue
+            diffs = []
+            for i in ok:
+                d = first_diff(runs[0][i][n].output_ids, runs[0][i][REFERENCE].output_ids)
+                if d is not None:
+                    diffs.append(
+                        {"bench": prompts[i].bench, "prompt_id": prompts[i].prompt_id, "first_diff": d}
+                    )
+            identical[n] = {"identical": len(ok) - len(diffs), "prompts": len(ok), "mismatches": diffs}
+        unstable = [
+            prompts[i].prompt_id
+            for i in ok
+            if any(runs[r][i][REFERENCE].output_ids != runs[0][i][REFERENCE].output_ids for r in reps)
+        ]
+        identical["engine:ar across repeats"] = {"unstable_prompts": unstable}
+
+    overhead: dict[str, Any] = {}
+    for n in names:
+        if not n.startswith("engine:"):
+            continue
+        shares, forward_share, nodes, steps, prefill = [], [], 0, 0, []
+        for r in reps:
+            tot = {k: sum(runs[r][i][n].split[k] for i in ok) for k in runs[r][ok[0]][n].split} if ok else {}
+            step_time = tot.get("draft_s", 0) + tot.get("verify_s", 0) + tot.get("update_s", 0)
+            book = tot.get("draft_s", 0) + tot.get("walk_s", 0) + tot.get("update_s", 0)
+            shares.append(book / step_time if step_time else 0.0)
+            forward_share.append(tot.get("forward_s", 0) / step_time if step_time else 0.0)
+            wall = sum(runs[r][i][n].seconds for i in ok)
+            prefill.append(tot.get("prefill_s", 0) / wall if wall else 0.0)
+            nodes += sum(runs[r][i][n].tree_nodes for i in ok)
+            steps += sum(runs[r][i][n].steps for i in ok)
+        r0 = runs[0]
+        gen = sum(len(r0[i][n].output_ids) for i in ok)
+        calls = sum(r0[i][n].steps + 1 for i in ok)
+        overhead[n] = {
+            "bookkeeping_share": spread(shares),
+            "forward_share": spread(forward_share),
+            "prefill_share_of_wall": spread(prefill),
+            "mean_tree_nodes": nodes / steps if steps else 0.0,
+            "tau": gen / calls if calls else 0.0,
+            "split_s_repeat1": {k: sum(r0[i][n].split[k] for i in ok) for k in r0[ok[0]][n].split}
+            if ok
+            else {},
+        }
+    return {
+        "prompts": len(ok),
+        "failed_prompts": failed,
+        "tokens_per_s": {n: spread(v) for n, v in tokens_per_s.items()},
+        "tokens_per_s_per_repeat": tokens_per_s,
+        "tokens_per_s_per_bench": per_bench,
+        "ratios": ratios,
+        "targets": targets,
+        "identical_to_engine_ar": identical,
+        "overhead": overhead,
+    }
+
+
+def print_summary(summary: dict[str, Any], header: str) -> None:
+    print(f"\n{header}")
+    print(
+        f"prompts completed by every contender: {summary['prompts']}; failed: {summary['failed_prompts'] or 'none'}"
+    )
+    print("tokens/s, median [min, max] over repeats:")
+    for n, s in summary["tokens_per_s"].items():
+        print(f"  {n:22s} {fmt_spread(s, 1)}")
+    benches = list(summary["tokens_per_s_per_bench"])
+    if len(benches) > 1:
+        print("tokens/s per bench (median over repeats):")
+        names = list(summary["tokens_per_s"])
+        print("  " + " " * 12 + "".join(f"{n:>20s}" for n in names))
+        for b in benches:
+            row = summary["tokens_per_s_per_bench"][b]
+            print(f"  {b:12s}" + "".join(f"{row[n][0]:20.1f}" for n in names))
+    print("ratios, median [min, max] over repeats:")
+    for k, s in summary["ratios"].items():
+        t = summary["targets"].get(k)
+        mark = "" if t is None else f"   target >= {t:g}: {'met' if s[0] >= t else 'NOT met'} (median)"
+        print(f"  {k:40s} {fmt_spread(s)}{mark}")
+    print(
+        "engine methods: drafting + bookkeeping (draft + walk/compaction + drafter update) share of step time:"
+    )
+    for n, o in summary["overhead"].items():
+        s = o["bookkeeping_share"]
+        mark = (
+            ""
+            if n == REFERENCE
+            else f"   target <= {OVERHEAD_TARGET:.0%}: {'met' if s[0] <= OVERHEAD_TARGET else 'NOT met'}"
+        )
+        print(
+            f"  {n:22s} {fmt_spread(s)}  forward {o['forward_share'][0]:.3f}  prefill/wall "
+            f"{o['prefill_share_of_wall'][0]:.3f}  tau {o['tau']:.2f}  mean tree {o['mean_tree_nodes']:.1f}{mark}"
+        )
+    ident = summary["identical_to_engine_ar"]
+    if ident:
+        print("outputs identical to engine:ar (repeat 1):")
+        for n, v in ident.items():
+            if "identical" in v:
+                extra = ""
+                if v["mismatches"]:
+                    shown = ", ".join(
+                        f"{m['bench']}/{m['prompt_id']}@{m['first_diff']}" for m in v["mismatches"][:6]
+                    )
+                    extra = f"   mismatches (bench/prompt@first diff): {shown}" + (
+                        " ..." if len(v["mismatches"]) > 6 else ""
+                    )
+                print(f"  {n:22s} {v['identical']}/{v['prompts']}{extra}")
+        unstable = ident.get("engine:ar across repeats", {}).get("unstable_prompts")
+        if unstable:
+            print(f"  engine:ar differs between repeats on: {unstable}")
+
+
+# ------------------------------------------------------------------------------------ driver
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m", help="conf/model/<name>.yaml")
+    ap.add_argument(
+        "--dtype", default=None, choices=("float32", "bfloat16", "float16"), help="override the model's dtype"
+    )
+    ap.add_argument("--benches", default=",".join(OFFLINE_FIVE), help="comma-separated benchmark names")
+    ap.add_argument(
+        "--data-dir", default=str(ROOT.parent / "shared" / "data"), help="files for mbpp / classeval"
+    )
+    ap.add_argument("--limit", type=int, default=20, help="prompts per benchmark")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--methods", default="goose,goose:auto", help="engine methods besides AR; suffix :auto = budget=auto"
+    )
+    ap.add_argument("--hf", default="greedy,pld", help="transformers contenders: greedy, pld")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--latency", default=None, help="latency table JSON for :auto (default: calibrate now)")
+    ap.add_argument("--calibration-repeats", type=int, default=5)
+    ap.add_argument("--out", default=None, help="write everything measured as JSON here")
+    args = ap.parse_args(argv)
+    if args.repeats < 1 or args.limit < 1 or args.max_new_tokens < 1:
+        ap.error("--repeats, --limit and --max-new-tokens must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    loaded = load_configured_model(args.model, args.dtype)
+    model, eos = loaded.model, list(loaded.eos_token_ids)
+    prompts = load_prompts(
+        loaded.tokenizer, [b for b in args.benches.split(",") if b], args.limit, args.data_dir
+    )
+    engine = VerificationEngine(model, eos, loaded.context_length)
+    warm_up(engine, prompts[0].ids)
+
+    methods = [m for m in args.methods.split(",") if m and m != "ar"]
+    latency: LatencyTable | None = None
+    if any(m.endswith(":auto") for m in methods):
+        if args.latency:
+            latency = LatencyTable.load(args.latency)
+        else:
+            t = time.perf_counter()
+            latency = calibrate(engine, repeats=args.calibration_repeats)
+            print(f"calibrated the latency curve in {time.perf_counter() - t:.1f} s")
+        print(
+            "latency vs tree size: "
+            + ", ".join(
+                f"{n}: {s * 1e3:.1f} ms ({r:.2f}x)"
+                for n, s, r in zip(latency.sizes, latency.seconds, latency.relative(), strict=True)
+            )
+        )
+
+    contenders: dict[str, Contender] = {REFERENCE: engine_contender(engine, method_factory("ar")())}
+    for m in methods:
+        base = m.removesuffix(":auto")
+        drafter = method_factory(base)()
+        if m.endswith(":auto"):
+            drafter = wrap_auto_budget(drafter, engine, latency=latency)
+        contenders[f"engine:{m}"] = engine_contender(engine, drafter)
+    hf_kwargs = {"greedy": {}, "pld": {"prompt_lookup_num_tokens": 10}}
+    for h in [h for h in args.hf.split(",") if h]:
+        if h not in hf_kwargs:
+            raise SystemExit(f"unknown --hf contender {h!r}; choose from {', '.join(hf_kwargs)}")
+        contenders[f"hf:{h}"] = hf_contender(model, eos, **hf_kwargs[h])
+    names = list(contenders)
+
+    for fn in contenders.values():  # untimed warm-up of every code path
+        fn(prompts[0].ids[:64], 16)
+
+    runs: list[list[dict[str, Run | None]]] = []
+    errors: list[dict[str, str]] = []
+    for rep in range(args.repeats):
+        t_rep = time.perf_counter()
+        rep_runs: list[dict[str, Run | None]] = []
+        for i, p in enumerate(prompts):
+            k = (i + rep) % len(names)
+            order = names[k:] + names[:k]
+            got: dict[str, Run | None] = {}
+            for n in order:
+                try:
+                    got[n] = contenders[n](p.ids, args.max_new_tokens)
+                except (RuntimeError, ValueError) as exc:  # a failed prompt is reported, not fatal
+                    got[n] = None
+                    errors.append({"repeat": rep, "prompt": p.prompt_id, "contender": n, "error": repr(exc)})
+                    traceback.print_exc()
+            rep_runs.append(got)
+        runs.append(rep_runs)
+        done = [i for i, g in enumerate(rep_runs) if all(g[n] is not None for n in names)]
+        line = ", ".join(
+            f"{n} {sum(len(rep_runs[i][n].output_ids) for i in done) / max(sum(rep_runs[i][n].seconds for i in done), 1e-9):.1f}"
+            for n in names
+        )
+        print(f"repeat {rep + 1}/{args.repeats} ({time.perf_counter() - t_rep:.0f} s): tokens/s {line}")
+
+    summary = summarise(names, prompts, runs)
+    header = (
+        f"model={args.model} dtype={str(loaded.dtype).replace('torch.', '')} device={engine.device} "
+        f"threads={torch.get_num_threads()} benches={args.benches} prompts/bench<={args.limit} "
+        f"max_new_tokens={args.max_new_tokens} repeats={args.repeats}"
+    )
+    print_summary(summary, header)
+    record = {
+        "args": vars(args),
+        "environment": environment(),
+        "dtype": str(loaded.dtype).replace("torch.", ""),
+        "latency_table": latency.to_dict() if latency else None,
+        "summary": summary,
+        "errors": errors,
+        "per_prompt": [
+            {
+                "bench": p.bench,
+                "prompt_id": p.prompt_id,
+                "runs": [
+                    {
+                        n: None
+                        if runs[r][i][n] is None
+                        else {
+                            "tokens": len(runs[r][i][n].output_ids),
+                            "seconds": runs[r][i][n].seconds,
+                            "split": runs[r][i][n].split,
+                        }
+                        for n in names
+                    }
+                    for r in range(len(runs))
+                ],
+            }
+            for i, p in enumerate(prompts)
+        ],
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(record, indent=1, default=str))
+        print(f"\nwrote {args.out}")
+    return record
+
+
+if __name__ == "__main__":
+    main()

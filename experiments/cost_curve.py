@@ -1,0 +1,124 @@
+"""The cost curve: verification latency against tree size on this machine, per dtype.
+
+Calibrates `goose.cost_model` (median over repeats of one verification step, trees of
+n = 1, 2, 4, ..., 128 nodes after a KV cache of --kv-len tokens) for each dtype and writes
+<out-dir>/<name>.png and .pdf (latency in ms, and relative to a one-token step), <name>.csv (one
+row per dtype and size, with every sample) and <name>.json (the latency tables and the
+environment; `LatencyTable.from_dict` reads each table back, e.g. for `bench.py --latency`).
+
+    python -m experiments.cost_curve --threads 2 --dtypes float32,bfloat16
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+import torch
+
+from experiments.bench import load_configured_model
+from goose.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
+from goose.engine import VerificationEngine
+from goose.runner import environment, warm_up
+
+
+def plot(tables: dict[str, LatencyTable], title: str, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_ms, ax_rel) = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
+    for dtype, table in tables.items():
+        ms = [s * 1e3 for s in table.seconds]
+        lo = [min(s) * 1e3 for s in table.samples]
+        hi = [max(s) * 1e3 for s in table.samples]
+        (line,) = ax_ms.plot(table.sizes, ms, marker="o", label=dtype)
+        ax_ms.fill_between(table.sizes, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+        ax_rel.plot(table.sizes, table.relative(), marker="o", label=dtype)
+    for ax in (ax_ms, ax_rel):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(tables[next(iter(tables))].sizes)
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.set_xlabel("tree size n (nodes, anchor included)")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    ax_ms.set_ylabel("verification step (ms), median; band = min-max")
+    ax_rel.set_ylabel("latency / latency(n = 1)")
+    ax_rel.axhline(1.0, color="grey", linewidth=0.8)
+    fig.suptitle(title, fontsize=10)
+    for ext in ("png", "pdf"):
+        fig.savefig(out.with_suffix(f".{ext}"), dpi=150)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--kv-len", type=int, default=256)
+    ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--update-topk", type=int, default=10, help="include a drafter's top-K update (0 = off)")
+    ap.add_argument("--out-dir", default="figures")
+    ap.add_argument("--name", default="cost_curve")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables: dict[str, LatencyTable] = {}
+    device = "cpu"
+    for dtype in [d for d in args.dtypes.split(",") if d]:
+        loaded = load_configured_model(args.model, dtype)
+        engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
+        device = str(engine.device)
+        warm_up(engine, list(range(100, 164)))
+        tables[dtype] = table = calibrate(
+            engine,
+            sizes=sizes,
+            kv_len=args.kv_len,
+            repeats=args.repeats,
+            update_topk=args.update_topk or None,
+        )
+        print(
+            f"{dtype}: "
+            + ", ".join(
+                f"n={n} {s * 1e3:.1f} ms ({r:.2f}x)"
+                for n, s, r in zip(table.sizes, table.seconds, table.relative(), strict=True)
+            )
+        )
+        del engine, loaded
+    stem = out_dir / args.name
+    with stem.with_suffix(".csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["dtype", "n", "median_s", "relative_to_n1", "raw_median_s", "samples_s"])
+        for dtype, t in tables.items():
+            for n, s, r, raw, samples in zip(
+                t.sizes, t.seconds, t.relative(), t.meta["raw_medians"], t.samples, strict=True
+            ):
+                w.writerow(
+                    [dtype, n, f"{s:.6f}", f"{r:.4f}", f"{raw:.6f}", " ".join(f"{x:.6f}" for x in samples)]
+                )
+    env = environment()
+    stem.with_suffix(".json").write_text(
+        json.dumps(
+            {"args": vars(args), "environment": env, "tables": {d: t.to_dict() for d, t in tables.items()}},
+            indent=1,
+        )
+    )
+    title = (
+        f"{args.model} on {device} ({env['hardware']['cpu']}, {torch.get_num_threads()} threads), "
+        f"KV length {args.kv_len}, {args.repeats} repeats"
+    )
+    plot(tables, title, stem)
+    print(f"wrote {stem}.png, .pdf, .csv, .json")
+    return tables
+
+
+if __name__ == "__main__":
+    main()
