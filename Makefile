@@ -6,7 +6,19 @@ TORCH_SPEC ?= torch==2.13.0
 RESULTS ?= results
 FIGURES ?= figures
 
-.PHONY: install assets test test-all lint figures bench clean-scratch
+# make bench: the issue's protocol (5 offline benchmarks x 20 prompts, 128 tokens, 3 repeats);
+# shrink it with e.g. `make bench BENCH_ARGS="--limit 5 --repeats 3"`.
+THREADS ?= 2
+BENCH_DTYPE ?= bfloat16
+BENCH_ARGS ?= --limit 20 --repeats 3
+
+# make reference: the CPU-sized presets whose rows ship in results/ (sequential, so that the
+# wall-clock columns are not distorted by jobs competing for the cores); resumable.
+DATA_DIR ?= ../shared/data
+REFERENCE_PRESETS ?= cpu_main cpu_iso_control cpu_ablations cpu_sensitivity_budget \
+	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
+
+.PHONY: install assets test test-all lint figures bench cost-curve reference clean-scratch
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -29,5 +41,14 @@ lint:
 figures:  ## every figure and table of the paper from what is in $(RESULTS)
 	$(PYTHON) -m analysis.make_figures --results $(RESULTS) --out $(FIGURES)
 
-bench:  ## wall-clock comparisons against transformers' generate (see experiments/)
-	$(PYTHON) -m experiments.bench_vs_generate
+bench:  ## wall-clock, side by side in one process: engine AR / Goose (fixed, auto) / transformers generate
+	$(PYTHON) -m experiments.bench --threads $(THREADS) --dtype $(BENCH_DTYPE) $(BENCH_ARGS) \
+		--out $(FIGURES)/bench_$(BENCH_DTYPE).json
+
+reference:  ## re-run (resume) the CPU presets into $(RESULTS)
+	for p in $(REFERENCE_PRESETS); do \
+		$(PYTHON) run.py +experiment=$$p data_dir=$(DATA_DIR) out_dir=$(RESULTS) threads=$(THREADS) || exit 1; \
+	done
+
+cost-curve:  ## verification latency against tree size on this machine (figure + CSV + JSON)
+	$(PYTHON) -m experiments.cost_curve --threads $(THREADS) --dtypes float32,bfloat16 --out-dir $(FIGURES)

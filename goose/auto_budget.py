@@ -33,11 +33,8 @@ Known bias: the EOS / max_new_tokens cut of a run's last step can make accepted 
 rejected (once per prompt; negligible).
 
 The inner drafter observes the verified tree (the prefix; node indices are unchanged, so its
-logits rows line up) and the outcome as is. Drafters that remember the size of the tree they
-built rather than re-reading it from the tree they observe are told the verified count:
-Goose's spine-acceptance EMA divides by its spine length `_spine_nodes`, which the wrapper sets
-to the number of spine nodes actually verified (a compatibility shim; GooseDrafter reading the
-count from the observed tree would make it unnecessary).
+logits rows line up) and the outcome as is; Goose's spine-acceptance EMA counts its spine length
+L on that observed tree, so it sees the spine nodes actually verified.
 """
 
 from __future__ import annotations
@@ -223,14 +220,13 @@ class AutoBudgetDrafter(Drafter):
             if b == 1:
                 self._own["auto_cut_to_ar"] += 1
                 self.route = "ar"
-            if hasattr(self.inner, "_spine_nodes"):  # Goose's EMA denominator (see module docstring)
-                self.inner._spine_nodes = tree.sources.count(SPINE)
         self._keys = keys
         return tree
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         if self._keys is not None and len(tree) > 1:
-            self.acceptance.update(tree, self._keys, outcome.accepted_nodes)
+            keys = self._keys if len(self._keys[0]) == len(tree) - 1 else self.acceptance.keys(tree)
+            self.acceptance.update(tree, keys, outcome.accepted_nodes)
         self.inner.observe(tree, outcome)
 
     def end(self) -> None:

@@ -117,6 +117,10 @@ class GooseBenchConfig:
     experiment: str | None = "adhoc"
     threads: int | None = _checked(None, partial(check_int, low=1, why="torch intra-op threads"))
     wandb: str = _checked("offline", partial(check_choice, choices=("online", "offline", "disabled")))
+    budget: str = _checked(
+        "fixed",
+        partial(check_choice, choices=("fixed", "auto"), why="auto sizes each tree to this machine's cost curve"),
+    )
 
 
 def register() -> None:

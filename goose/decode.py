@@ -48,6 +48,7 @@ class Generation:
     prefill_s: float
     steps: list[StepRecord] = field(default_factory=list)
     drafter_stats: dict[str, Any] = field(default_factory=dict)
+    stop: str = "max_new_tokens"  # why it ended: max_new_tokens, eos, or context (window full)
 
     @property
     def tau(self) -> float:
@@ -110,7 +111,7 @@ def generate(
     """Greedy speculative generation of up to `max_new_tokens` tokens (stop at EOS, kept)."""
     device = engine.device
     if max_new_tokens <= 0:
-        return Generation(output_ids=[], forward_calls=0, wall_time_s=0.0, prefill_s=0.0)
+        return Generation(output_ids=[], forward_calls=0, wall_time_s=0.0, prefill_s=0.0, stop="max_new_tokens")
     t_start = _clock(device)
     prefill_logits = engine.prefill(
         prompt_ids, max_new_tokens=max_new_tokens, all_logits=wants_prefill_logits(drafter)
@@ -124,11 +125,22 @@ def generate(
     steps: list[StepRecord] = []
     eos = set(engine.eos_token_ids)
     forward_calls = 1
-    while len(output) < max_new_tokens and output[-1] not in eos:
+    stop = "max_new_tokens"
+    while len(output) < max_new_tokens:
+        if output[-1] in eos:
+            stop = "eos"
+            break
+        room = engine.context_length - 1 - engine.prefix_len  # deepest position a node may take
+        if room < 0:  # the anchor itself has no position left: the window is full
+            stop = "context"
+            break
+        budget = max_new_tokens - len(output)
         t0 = _clock(device)
-        tree = drafter.propose(committed)
+        # A tree deeper than the window or than the tokens still wanted is cut to fit (a node at
+        # depth d commits at most d + 1 tokens); the drafter observes the tree that was verified.
+        tree = drafter.propose(committed).truncate_depth(min(room, budget - 1))
         t1 = _clock(device)
-        outcome = engine.verify(tree, budget=max_new_tokens - len(output))
+        outcome = engine.verify(tree, budget=budget)
         t2 = _clock(device)
         drafter.observe(tree, outcome)
         t3 = _clock(device)
@@ -155,8 +167,11 @@ def generate(
         committed.extend(outcome.new_tokens)
     drafter.end()
     t_end = _clock(device)
+    if stop == "max_new_tokens" and output[-1] in eos:
+        stop = "eos"
     return Generation(
         output_ids=output,
+        stop=stop,
         forward_calls=forward_calls,
         wall_time_s=t_end - t_start,
         prefill_s=t_prefill - t_start,

@@ -477,7 +477,7 @@ class VerificationEngine:
         n = len(prompt_ids)
         if n == 0:
             raise ValueError("empty prompt: the prefill needs at least one token")
-        if n >= self.context_length:
+        if n > self.context_length:
             raise ContextLengthError(
                 f"prompt has {n} tokens; the model's context window is {self.context_length}"
             )

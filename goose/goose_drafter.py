@@ -154,12 +154,13 @@ class GooseDrafter(Drafter):
         if self.table is None:
             return
         self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, self._prev_anchor)
-        if self.route != "spine_tree" or self._spine_nodes == 0:
+        spine_nodes = tree.sources.count(SPINE)  # L of the verified tree (it may have been cut)
+        if self.route != "spine_tree" or spine_nodes == 0:
             return
         path = outcome.accepted_nodes[1:]
         spine_accepted = sum(1 for u in path if tree.sources[u] == SPINE)
         branch_accepted = sum(1 for u in path if tree.sources[u] == BRANCH)
-        self.ema.update(spine_accepted, self._spine_nodes)
+        self.ema.update(spine_accepted, spine_nodes)
         if spine_accepted and branch_accepted:
             self.count("spine_continuations")
             self.count("spine_continuation_tokens", branch_accepted)

@@ -77,6 +77,17 @@ def make_drafter_factory(cfg: DictConfig):
     return make
 
 
+def _auto_budget(make_drafter, engine: VerificationEngine):
+    """budget=auto: calibrate the engine's cost curve once per process, wrap every drafter."""
+    from goose.auto_budget import auto_budget_factory
+    from goose.cost_model import engine_latency
+
+    table = engine_latency(engine)
+    curve = ", ".join(f"{n}: {1e3 * s:.1f}" for n, s in zip(table.sizes, table.seconds, strict=True))
+    print(f"goose-bench: budget=auto, verification latency (nodes: ms) {curve}")
+    return auto_budget_factory(make_drafter, engine, latency=table)
+
+
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """Run one (model, bench, method) cell and return its summary."""
     try:
@@ -96,6 +107,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         raise UserError(str(exc)) from None
     loaded, engine = _model(cfg)
     method = cfg.method.name
+    if cfg.get("budget", "fixed") == "auto" and method != "ar":
+        make_drafter, method = _auto_budget(make_drafter, engine), f"{method}_auto"
     drafter_config = make_drafter().config()
     cell = Cell(cfg.model.name, bench.name, method, drafter_config, max_new, str(loaded.dtype).replace("torch.", ""))
     out_file = results_path(cfg.out_dir, cfg.model.name, bench.name)

@@ -172,6 +172,7 @@ def generation_row(gen: Generation) -> dict[str, Any]:
         "step_accepted": [s.accepted_len for s in gen.steps],
         "step_tree_size": [s.tree_size for s in gen.steps],
         "drafter_stats": gen.drafter_stats,
+        "stop": gen.stop,
         "output_ids": gen.output_ids,
     }
 

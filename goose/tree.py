@@ -72,6 +72,23 @@ class DraftTree:
         self.depths.append(self.depths[parent] + 1)
         return len(self.tokens) - 1
 
+    def truncate_depth(self, max_depth: int) -> DraftTree:
+        """The nodes of depth <= max_depth, in their order (ancestor-closed: a node's ancestors are
+        shallower). Returns `self` when nothing is cut. Used to fit a tree into the context
+        window and the remaining token budget."""
+        if max_depth < 0:
+            raise ValueError(f"max_depth must be >= 0, got {max_depth}")
+        if max(self.depths) <= max_depth:
+            return self
+        keep = [i for i, d in enumerate(self.depths) if d <= max_depth]
+        new_index = {old: new for new, old in enumerate(keep)}
+        return DraftTree(
+            [self.tokens[i] for i in keep],
+            [-1 if i == 0 else new_index[self.parents[i]] for i in keep],
+            [self.sources[i] for i in keep],
+            [self.depths[i] for i in keep],
+        )
+
     def children(self) -> list[list[int]]:
         """children()[i] = indices of node i's children, in insertion order."""
         kids: list[list[int]] = [[] for _ in self.tokens]

@@ -134,6 +134,8 @@ def test_wrapped_drafters_are_lossless(make):
 
 
 def test_goose_spine_count_follows_the_cut():
+    """Goose's EMA divides by the spine nodes of the tree that was verified, not of the tree it
+    built: the wrapper cut a long spine to 2 nodes, both accepted -> acceptance 2/2 = 1."""
     goose = GooseDrafter()
     drafter = AutoBudgetDrafter(goose, LatencyTable(sizes=[1, 3, 4], seconds=[1.0, 1.0, 100.0]))
     prompt = [3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4]
@@ -142,5 +144,11 @@ def test_goose_spine_count_follows_the_cut():
         logits[i, t] = 5.0  # the prefill harvest learns the prompt's successors
     drafter.begin(prompt, logits)
     tree = drafter.propose(prompt)
-    assert len(tree) == 3
-    assert goose._spine_nodes == tree.sources.count(SPINE)
+    assert len(tree) == 3 and tree.sources.count(SPINE) == 2 and drafter.route == "spine_tree"
+    before = goose.ema.value
+    outcome = VerifyOutcome(
+        logits=torch.zeros(3, 16), predictions=[tree.tokens[1], tree.tokens[2], 0],
+        accepted_nodes=[0, 1, 2], new_tokens=[tree.tokens[1], tree.tokens[2], 0],
+    )
+    drafter.observe(tree, outcome)
+    assert goose.ema.value == pytest.approx(goose.cfg.ema_alpha * 1.0 + (1 - goose.cfg.ema_alpha) * before)

@@ -7,10 +7,9 @@ Documented behaviour:
   the model's context window is M", raised before any forward pass.
 - max_new_tokens = 0: no forward pass, a row with generated_tokens = forward_calls = 0.
 - EOS as the first generated token: one token, one forward call (the prefill), stop.
-- a draft tree that would cross the context window near the end of a generation: the tree should
-  be trimmed to fit (and generation stop at the window). The engine raises ContextLengthError
-  instead, which fails the whole prompt: xfail(strict) until goose/decode.py trims (see the
-  reasons below).
+- a draft tree that would cross the context window near the end of a generation: the decode loop
+  cuts it to the depth that fits (DraftTree.truncate_depth), and a generation that reaches the
+  window stops there with stop = "context", keeping what it generated.
 """
 
 from __future__ import annotations
@@ -177,18 +176,6 @@ def test_generation_that_fits_with_deep_trees():
     assert out == sequential_greedy(model, prompt, 24)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ContextLengthError,
-    reason=(
-        "engine.verify raises ContextLengthError when a draft tree's deepest node would sit at a "
-        "position >= the context window, although the generation itself fits (AR succeeds). Fix "
-        "in goose/decode.generate: before engine.verify, trim the tree to the nodes of depth <= "
-        "engine.context_length - 1 - engine.prefix_len (and <= the remaining token budget - 1), "
-        "keeping node order (a DraftTree method, e.g. tree.truncate_depth(d), in goose/tree.py), "
-        "and hand the trimmed tree to drafter.observe"
-    ),
-)
 def test_tree_near_the_window_is_trimmed_to_fit():
     model = small_window_model(seed=1)
     engine = VerificationEngine(model, eos_token_ids=())
@@ -198,25 +185,38 @@ def test_tree_near_the_window_is_trimmed_to_fit():
     assert generate(engine, DeepChain(), prompt, max_new_tokens=24).output_ids == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ContextLengthError,
-    reason=(
-        "when prompt + max_new_tokens exceeds the context window, every method (AR included) "
-        "raises ContextLengthError at the window and the prompt is recorded as failed, losing "
-        "what was generated. Fix in goose/decode.generate: stop the loop once engine.prefix_len "
-        "== engine.context_length (the next anchor has no position left), as at EOS, and record "
-        "the stop reason (e.g. Generation.stop = 'context'); with the trimming above this also "
-        "covers trees"
-    ),
-)
 @pytest.mark.parametrize("method", ["ar", "goose"])
 def test_generation_stops_at_the_window(method):
     model = small_window_model(seed=1)
     engine = VerificationEngine(model, eos_token_ids=())
     prompt = list(range(3, 43))
-    out = generate(
-        engine, drafter(method) if method != "ar" else ARDrafter(), prompt, max_new_tokens=100
-    ).output_ids
+    gen = generate(engine, drafter(method) if method != "ar" else ARDrafter(), prompt, max_new_tokens=100)
+    out = gen.output_ids
+    assert gen.stop == "context"
     assert WINDOW <= len(prompt) + len(out) <= WINDOW + 1  # every position of the window used
     assert out == sequential_greedy(model, prompt, len(out))
+
+
+def test_prompt_filling_the_whole_window_gives_one_token():
+    model = small_window_model(seed=1)
+    engine = VerificationEngine(model, eos_token_ids=())
+    prompt = [3 + i % 50 for i in range(WINDOW)]
+    gen = generate(engine, ARDrafter(), prompt, max_new_tokens=10)
+    assert gen.output_ids == sequential_greedy(model, prompt, 1) and gen.stop == "context"
+
+
+def test_truncate_depth_keeps_an_ancestor_closed_prefix():
+    tree = DraftTree.single(1)
+    a = tree.add(2, 0, BRANCH)
+    tree.add(3, 0, BRANCH)
+    b = tree.add(4, a, BRANCH)
+    tree.add(5, b, BRANCH)
+    tree.add(6, a, BRANCH)
+    cut = tree.truncate_depth(1)
+    assert cut.tokens == [1, 2, 3] and cut.parents == [-1, 0, 0] and cut.depths == [0, 1, 1]
+    two = tree.truncate_depth(2)
+    assert two.tokens == [1, 2, 3, 4, 6] and two.parents == [-1, 0, 0, 1, 1]
+    two.validate()
+    assert tree.truncate_depth(3) is tree
+    with pytest.raises(ValueError):
+        tree.truncate_depth(-1)
