@@ -75,10 +75,13 @@ def _rows(wide: pd.DataFrame, present: list[str], cell) -> list[list[str]]:
             if b in w.index:
                 r = w.loc[b]
                 rows.append([model_name(model), bench_name(b), str(int(r["n"])), fmt(r["goose"])] + cell(r))
-        mean = w[[c for c in ["goose", *present] if c in w.columns]].mean()
-        rows.append(
-            [model_name(model), "mean over benches", f"{len(w)} benches", fmt(mean["goose"])] + cell(mean)
-        )
+        cols = [c for c in ["goose", *present] if c in w.columns]
+        complete = w[cols].dropna()  # only benches where every column has a τ: a like-for-like mean
+        if complete.empty:
+            continue
+        mean = complete.mean()
+        label = f"{len(complete)} of {len(w)} benches" if len(complete) < len(w) else f"{len(w)} benches"
+        rows.append([model_name(model), "mean over benches", label, fmt(mean["goose"])] + cell(mean))
     return rows
 
 

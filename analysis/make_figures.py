@@ -26,6 +26,7 @@ from analysis import (
     reproduction,
     sensitivity,
     tau_decomposition,
+    time_split,
     topology,
 )
 from analysis.load import Results, load
@@ -40,6 +41,7 @@ SCRIPTS = [
     topology,
     reproduction,
     losslessness,
+    time_split,
 ]
 
 

@@ -67,6 +67,14 @@ def row(
         "experiment": "test",
         "session_id": "s1",
         "hardware": {"cpu": "x86_64", "cpu_count": 2, "gpu": None},
+        # time split: 0.1 s of every second of wall time is prefill, each step spends 10% drafting,
+        # 80% in the forward, 5% walking, 5% updating
+        "prefill_s": 0.1 * wall,
+        "draft_s": 0.09 * wall,
+        "verify_s": 0.765 * wall,
+        "forward_s": 0.72 * wall,
+        "walk_s": 0.045 * wall,
+        "update_s": 0.045 * wall,
     }
     r.update(extra)
     return r
@@ -281,6 +289,8 @@ def test_paper_values_each_have_a_source_and_reach_the_table(grid, tmp_path):
 
 EXPECTED = {
     "README.md",
+    "time_split.md",
+    "time_split.tex",
     "all_cells.csv",
     "main_results.md",
     "main_results.tex",
@@ -358,3 +368,17 @@ def test_stale_outputs_of_an_earlier_run_are_removed(grid, tmp_path):
     assert make_figures.main(["--results", str(small), "--out", str(out)]) == 0
     assert not (out / "sensitivity.png").exists() and not (out / "ablations.md").exists()
     assert (out / "main_results.md").exists() and (out / "notes.txt").exists()
+
+
+def test_time_split_per_step_and_shares(tmp_path):
+    from analysis import time_split
+
+    d = write(
+        tmp_path,
+        [row("ar", "p0", 10, 10, 1.0), row("goose", "p0", 40, 11, 2.0), row("goose", "p1", 40, 11, 2.0)],
+    )
+    t = time_split.step_times(load(d))
+    (r,) = t.itertuples()
+    assert r.method == "goose" and r.steps == 20  # (11 - 1) steps per prompt
+    assert r.step_ms == pytest.approx(1e3 * 0.9 * 4.0 / 20)  # draft + verify + update = 0.9 of wall
+    assert r.draft_share == pytest.approx(0.1) and r.bookkeeping_share == pytest.approx(0.2)
