@@ -85,6 +85,7 @@ def _bars(c: pd.DataFrame, metric: str, ylabel: str, title: str, annotate_fmt: s
                             fontsize=7,
                             fontweight="bold",
                             color=METHOD_COLORS["goose"],
+                            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"},
                         )
         ax.axhline(1.0, color="#555555", linestyle="--", linewidth=0.8, label="AR (=1)")
         ax.set_xticks(x, [bench_name(g) for g in groups])

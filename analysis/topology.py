@@ -86,7 +86,11 @@ def pick_tree(rows: list[dict[str, Any]], prefer_spine: bool = False) -> dict[st
     def score(r: dict[str, Any]) -> tuple:
         t = r["sample_tree"]
         anisotropic = prefer_spine and 1 in t["sources"] and 2 in t["sources"]
-        return (anisotropic, _accepted_len(t), -abs(len(t["tokens"]) - median))
+        # A Goose tree that shows both parts (a spine of a plain match, <= 20 tokens, and at
+        # least 10 branch nodes) is more telling than a 90-token extended chain.
+        spine, branch = t["sources"].count(1), t["sources"].count(2)
+        shows_both = anisotropic and spine <= 20 and branch >= 10
+        return (anisotropic, shows_both, _accepted_len(t), -abs(len(t["tokens"]) - median))
 
     return max(cands, key=score)
 
