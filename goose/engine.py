@@ -47,7 +47,7 @@ from torch.nn.modules import module as nn_module
 
 from goose.drafter import VerifyOutcome
 from goose.kv_cache import TreeKVCache
-from goose.tree import SPINE, DraftTree, ancestor_matrix, tree_tensors
+from goose.tree import SPINE, DraftTree, tree_attention_inputs
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
 TREE_SLACK = 128
@@ -383,9 +383,10 @@ class VerificationEngine:
 
     # ----------------------------------------------------------------------------- masks
     def _tree_mask(
-        self, anc: torch.Tensor, depths: torch.Tensor, max_depth: int
+        self, anc: torch.Tensor, positions: torch.Tensor, max_depth: int
     ) -> torch.Tensor | dict[str, torch.Tensor]:
-        """Additive [1, 1, n, P + n] mask(s): the whole prefix plus the ancestors (anc)."""
+        """Additive [1, 1, n, P + n] mask(s): the whole prefix plus the ancestors (anc); nodes sit
+        at `positions` (P + depth)."""
         p = self.prefix_len
         n = anc.shape[0]
         mask = torch.zeros((1, 1, n, p + n), dtype=self.dtype, device=self.device)
@@ -395,9 +396,8 @@ class VerificationEngine:
         masks: dict[str, torch.Tensor] = {}
         for kind in self.layer_types:
             if self._slides(kind, p + max_depth):
-                q_pos = depths + p
-                key_pos = torch.cat([self._positions[0, :p], q_pos])
-                far = (q_pos[:, None] - key_pos[None, :]) >= self.sliding_window
+                key_pos = torch.cat([self._positions[0, :p], positions])
+                far = (positions[:, None] - key_pos[None, :]) >= self.sliding_window
                 masks[kind] = mask.masked_fill(far[None, None], self._neg)
             else:
                 masks[kind] = mask
@@ -527,12 +527,11 @@ class VerificationEngine:
             pred = fast_argmax(logits)
             packed = torch.stack([pred, torch.isfinite(logits.gather(-1, pred[:, None])[:, 0]).long()])
         else:
-            tokens, parents, depths = tree_tensors(tree, self.device)
-            if max_depth == n - 1:  # a chain: its ancestor matrix is the lower triangle
-                anc = torch.ones(n, n, dtype=torch.bool, device=self.device).tril_()
-            else:
-                anc = ancestor_matrix(parents, max_depth)
-            logits = self._forward(tokens[None], (depths + p)[None], self._tree_mask(anc, depths, max_depth))
+            inputs = tree_attention_inputs(tree, p, self.device)
+            tokens, parents, anc = inputs.tokens, inputs.parents, inputs.ancestors
+            logits = self._forward(
+                tokens[None], inputs.positions[None], self._tree_mask(anc, inputs.positions, max_depth)
+            )
             pred = fast_argmax(logits)
             finite = torch.isfinite(logits.gather(-1, pred[:, None])[:, 0])
             # node i is on the greedy path iff it and all its ancestors match their parent's argmax

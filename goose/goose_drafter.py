@@ -62,7 +62,6 @@ class GooseDrafter(Drafter):
         self.confidence = 0.0  # c of the current cycle (0 off the tree-with-chain route)
         self.b_eff = self.cfg.budget  # B_eff of the current cycle's tree
         self._prev_anchor: int | None = None
-        self._spine_nodes = 0  # L of the tree being verified
 
     @classmethod
     def from_config(cls, cfg: GooseConfig, name: str = "goose") -> GooseDrafter:
@@ -87,7 +86,6 @@ class GooseDrafter(Drafter):
         self.ema.reset()
         self.confidence = 0.0
         self._prev_anchor = None
-        self._spine_nodes = 0
 
     # ---------------------------------------------------------------- per cycle
     def propose(self, committed: list[int]) -> DraftTree:
@@ -97,14 +95,12 @@ class GooseDrafter(Drafter):
         anchor = int(committed[-1])
         prev = int(committed[-2]) if len(committed) >= 2 else None
         self._prev_anchor = prev
-        self._spine_nodes = 0
         self.confidence = 0.0
         found = self.matcher.match()
         successors, _ = self.table.successors(anchor, prev)
         if successors:
             tree = self._build_tree(anchor, prev, found)
-            self._spine_nodes = sum(1 for s in tree.sources if s == SPINE)
-            route = "spine_tree" if self._spine_nodes else "branch_tree"
+            route = "spine_tree" if SPINE in tree.sources else "branch_tree"
             if len(tree) < 2:
                 self.count("tree_fallback_ar")
                 tree, route = DraftTree.single(anchor), "ar"

@@ -123,13 +123,11 @@ def ancestor_matrix(parents: torch.Tensor, max_depth: int | None = None) -> torc
     "j is i or i's parent" and `jump` as the parent; each round ORs in the rows of the node
     2^k levels up (A |= A[jump]; jump = jump[jump]), doubling the reach, so a tree of depth d
     takes ceil(log2 d) rounds of O(n^2) boolean work. `parents` is a 1-D long tensor with
-    parents[0] == -1 (on any device); `max_depth` (the tree's depth, if known) bounds the rounds.
-    A chain (parents[i] == i - 1, depth n - 1) on the CPU is simply the lower triangle.
+    parents[0] == -1 (on any device); `max_depth` (an upper bound on the tree's depth, if known)
+    bounds the rounds.
     """
     n = parents.numel()
     idx = torch.arange(n, device=parents.device)
-    if max_depth is not None and max_depth == n - 1 and n > 1 and _is_chain(parents):
-        return torch.ones(n, n, dtype=torch.bool, device=parents.device).tril_()
     jump = parents.clamp(min=0)  # the root points at itself
     anc = torch.zeros(n, n, dtype=torch.bool, device=parents.device)
     anc[idx, idx] = True
@@ -140,14 +138,6 @@ def ancestor_matrix(parents: torch.Tensor, max_depth: int | None = None) -> torc
         jump = jump[jump]
         reach *= 2
     return anc
-
-
-def _is_chain(parents: torch.Tensor) -> bool:
-    """True iff parents == [-1, 0, 1, ..., n-2]; checked on CPU tensors only (elsewhere it would
-    cost a host sync, and pointer doubling is cheap there), False otherwise."""
-    return parents.device.type == "cpu" and torch.equal(
-        parents, torch.arange(-1, parents.numel() - 1, device=parents.device)
-    )
 
 
 def tree_tensors(
@@ -161,16 +151,31 @@ def tree_tensors(
     return meta[0], meta[1], meta[2]
 
 
-def tree_attention_inputs(
-    tree: DraftTree, prefix_len: int, device: torch.device | str = "cpu"
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Inputs for the one verification forward pass over `tree` after a cached prefix of length P.
+@dataclass(frozen=True)
+class TreeInputs:
+    """What the verification forward over a tree needs, on the model's device.
 
-    Returns (input_ids [1, n], position_ids [1, n] = P + depth, visible [n, P + n] boolean, True
-    where node i may attend: the whole prefix, itself and its ancestors).
+    tokens     [n] node tokens (the forward's input ids)
+    parents    [n] parent index of each node (-1 for the anchor)
+    positions  [n] position ids, P + depth
+    ancestors  [n, n] boolean, True where node i may attend to node j (j is i or an ancestor);
+               every node also sees the whole cached prefix (the engine's mask adds it)
     """
+
+    tokens: torch.Tensor
+    parents: torch.Tensor
+    positions: torch.Tensor
+    ancestors: torch.Tensor
+
+
+def tree_attention_inputs(tree: DraftTree, prefix_len: int, device: torch.device | str = "cpu") -> TreeInputs:
+    """Inputs of the one verification forward pass over `tree` after a cached prefix of P tokens:
+    one host-to-device copy, then tensor ops. A chain (depth n - 1, e.g. PLD's) needs no pointer
+    doubling: its ancestor matrix is the lower triangle."""
     tokens, parents, depths = tree_tensors(tree, device)
-    n = tokens.numel()
-    visible = torch.ones(n, prefix_len + n, dtype=torch.bool, device=tokens.device)
-    visible[:, prefix_len:] = ancestor_matrix(parents, max(tree.depths))
-    return tokens.unsqueeze(0), (depths + prefix_len).unsqueeze(0), visible
+    n, max_depth = len(tree), max(tree.depths)
+    if n > 1 and max_depth == n - 1:  # n nodes, n - 1 levels: a chain
+        ancestors = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril_()
+    else:
+        ancestors = ancestor_matrix(parents, max_depth)
+    return TreeInputs(tokens, parents, depths + prefix_len, ancestors)

@@ -25,12 +25,12 @@ from baselines.pld import PromptLookupDrafter
 from goose.benchmarks import Prompt
 from goose.decode import generate
 from goose.drafter import Drafter
-from goose.engine import ContextLengthError, VerificationEngine
+from goose.engine import VerificationEngine
 from goose.runner import run_cell
 from goose.tree import BRANCH, DraftTree
 from tests.conftest import ROOT
 from tests.test_faults import ToyTokenizer, cell_of, one_thread, tiny_engine, toy_prompts  # noqa: F401
-from tests.tiny_models import VOCAB, tiny_config
+from tests.tiny_models import VOCAB, sequential_greedy, tiny_config
 
 WINDOW = 64
 METHODS = ("ar", "pld", "tr", "iso3", "iso5", "eagle2", "goose")
@@ -62,14 +62,6 @@ class ForwardCounter:
 
     def __call__(self, *args):
         self.n += 1
-
-
-def sequential_greedy(model, ids: list[int], n: int) -> list[int]:
-    out: list[int] = []
-    with torch.no_grad():
-        for _ in range(n):
-            out.append(int(model(input_ids=torch.tensor([ids + out])).logits[0, -1].argmax()))
-    return out
 
 
 # ------------------------------------------------------------------ bad prompts

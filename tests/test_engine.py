@@ -46,9 +46,13 @@ def test_ancestor_mask_and_positions_hand_built():
     #          5
     tree = DraftTree([10, 11, 12, 13, 14, 15], [-1, 0, 0, 1, 2, 4], [0, SPINE, BRANCH, SPINE, BRANCH, BRANCH])
     assert tree.depths == [0, 1, 1, 2, 2, 3]
-    ids, pos, vis = tree_attention_inputs(tree, prefix_len=4)
-    assert ids.tolist() == [[10, 11, 12, 13, 14, 15]]
-    assert pos.tolist() == [[4, 5, 5, 6, 6, 7]]
+    inputs = tree_attention_inputs(tree, prefix_len=4)
+    assert inputs.tokens[None].tolist() == [[10, 11, 12, 13, 14, 15]]
+    assert inputs.positions[None].tolist() == [[4, 5, 5, 6, 6, 7]]
+    # the engine's additive mask over the 4 cached prefix rows + the 6 nodes (0 = may attend)
+    engine = VerificationEngine(tiny_model("llama"), eos_token_ids=())
+    engine.prefill([1, 2, 3, 4])
+    vis = engine._tree_mask(inputs.ancestors, inputs.positions, max(tree.depths))[0, 0] == 0
     assert vis[:, :4].all()
     expected = [
         [1, 0, 0, 0, 0, 0],
@@ -66,6 +70,8 @@ def test_ancestor_matrix_deep_chain():
     parents = torch.tensor([-1] + list(range(n - 1)))
     anc = ancestor_matrix(parents, max_depth=n - 1)
     assert torch.equal(anc, torch.ones(n, n, dtype=torch.bool).tril())
+    chain = DraftTree.chain(1, list(range(2, n + 1)))  # the input builder's shortcut for chains
+    assert torch.equal(tree_attention_inputs(chain, prefix_len=0).ancestors, anc)
 
 
 def test_greedy_walk_spine_wins_tie_and_leaves_through_branch():

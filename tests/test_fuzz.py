@@ -29,7 +29,7 @@ from goose.spine_tree import branch_shares, build_spine_tree, harmonic_split
 from goose.tree import BRANCH, ROOT, SPINE, DraftTree
 from tests.conftest import ROOT as REPO
 from tests.test_faults import one_thread  # noqa: F401
-from tests.tiny_models import VOCAB, tiny_model
+from tests.tiny_models import VOCAB, sequential_greedy, tiny_model
 
 FAST = settings(
     max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -253,14 +253,6 @@ def trees_and_predictions(draw):
 def test_greedy_walk_is_the_longest_matching_path(case):
     tree, predictions = case
     assert greedy_walk(tree, predictions) == brute_force_walk(tree, predictions)
-
-
-def sequential_greedy(model, ids: list[int], n: int) -> list[int]:
-    out: list[int] = []
-    with torch.no_grad():
-        for _ in range(n):
-            out.append(int(model(input_ids=torch.tensor([ids + out])).logits[0, -1].argmax()))
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,10 @@ def tiny_config(arch: str):
     if arch == "gemma3":
         # a window of 5 so that prefixes of ~12 tokens exercise the sliding mask
         return Gemma3TextConfig(
-            **COMMON, sliding_window=5, layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=8
+            **COMMON,
+            sliding_window=5,
+            layer_types=["sliding_attention", "full_attention"],
+            query_pre_attn_scalar=8,
         )
     raise ValueError(arch)
 
@@ -45,3 +48,12 @@ def tiny_model(arch: str, seed: int = 0, dtype: torch.dtype = torch.float32) -> 
         for p in model.parameters():
             p.mul_(4.0 if p.dim() > 1 else 1.0)
     return model.eval().requires_grad_(False)
+
+
+def sequential_greedy(model, ids: list[int], n: int) -> list[int]:
+    """The reference: n greedy tokens after `ids`, one full forward (no cache) per token."""
+    out: list[int] = []
+    with torch.no_grad():
+        for _ in range(n):
+            out.append(int(model(input_ids=torch.tensor([ids + out])).logits[0, -1].argmax()))
+    return out
