@@ -226,6 +226,12 @@ def run_cell(
     drafter = make_drafter()
     ar_drafter = ARDrafter()
     out_rows: list[dict[str, Any]] = []
+    done = sum(cell_key({**cell.row_base(), "prompt_id": p.prompt_id}) in existing for p in prompts)
+    if done:
+        log(
+            f"{done} of {len(prompts)} prompts of this cell are already in {results_file}: their rows "
+            "are reported, not re-run (resume; out_dir=<another folder> runs them afresh)"
+        )
     for i, prompt in enumerate(prompts):
         prompt_ids, bad_prompt = _tokenize(tokenizer, prompt)
         ar_key = cell_key({**ar_cell.row_base(), "prompt_id": prompt.prompt_id})
