@@ -16,7 +16,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from goose.job import UserError, run_job
+from goose.harness.job import UserError, run_job
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")

@@ -4,12 +4,12 @@
 dropped (counted in `df.attrs`), a re-run of the same cell key keeps its first row, the per-source
 counts are flattened (`offered_spine`, `accepted_branch`, ...), and every row gets a readable
 `label` (the method's name, plus the hyperparameters that differ from the method's reference
-config, e.g. "Goose B=80"). `cells` aggregates per cell with `goose.metrics.cell_summary`:
+config, e.g. "Goose B=80"). `cells` aggregates per cell with `goose.records.metrics.cell_summary`:
 τ as a ratio of sums, tokens/s, speedup over AR on the prompts both completed, p_s, p_t, their
 ratio, the lossless share.
 
 A cell is (model, bench, method, config_hash, max_new_tokens, dtype): max_new_tokens and dtype
-are part of a row's identity (`goose.results.CELL_FIELDS`), so runs of different lengths never
+are part of a row's identity (`goose.records.results.CELL_FIELDS`), so runs of different lengths never
 pool. Comparisons (speedup, τ of several methods) happen inside a *setting* (model, bench,
 max_new_tokens, dtype).
 """
@@ -25,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from goose.config import GooseConfig
-from goose.metrics import cell_summary, per_prompt_speedups
-from goose.results import CELL_FIELDS, config_hash, read_rows
+from goose.method.config import GooseConfig
+from goose.records.metrics import cell_summary, per_prompt_speedups
+from goose.records.results import CELL_FIELDS, config_hash, read_rows
 
 CELL_KEYS = ["model", "bench", "method", "config_hash", "max_new_tokens", "dtype"]
 SETTING_KEYS = ["model", "bench", "max_new_tokens", "dtype"]
@@ -168,7 +168,7 @@ def load_rows(results: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """All usable rows under `results` (a directory searched recursively for *.jsonl, a file, or
     a list of files), one DataFrame row each.
 
-    Kept: rows with status "ok", the first row of each cell key (`goose.results.CELL_FIELDS`).
+    Kept: rows with status "ok", the first row of each cell key (`goose.records.results.CELL_FIELDS`).
     `df.attrs` counts what was dropped: "n_failed_rows", "n_duplicates" (`load` also keeps the
     failed rows themselves). Added columns: offered_/accepted_ spine/branch, `device`, `label`,
     `is_reference` (the row uses its method's reference config), `varied` (dict of the
@@ -254,7 +254,7 @@ def _same_session(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]] | No
 
 
 def cells(df: pd.DataFrame, ar_source: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per cell with `goose.metrics.cell_summary`'s fields plus label, config and the
+    """One row per cell with `goose.records.metrics.cell_summary`'s fields plus label, config and the
     per-prompt speedup quartiles (speedup_q25, speedup_median, speedup_q75) and
     `ar_same_session`: the share of the prompts compared with AR whose AR row was timed in the
     same run session (SPEC: same machine, same session; a share below 1 means a resumed run).

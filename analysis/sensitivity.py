@@ -28,7 +28,7 @@ from analysis.load import (
     order_key,
 )
 from analysis.report import Output, Skip, cli, fmt, save_figure, write_table
-from goose.config import GooseConfig
+from goose.method.config import GooseConfig
 
 DESCRIPTION = __doc__.splitlines()[0]
 PARAMS = ["budget", "max_depth", "k", "rho", "spine_ratio_tiers"]

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from goose.adjacency import AdjacencyTable
-from goose.drafter import Drafter, VerifyOutcome
-from goose.tree import BRANCH, DraftTree
+from goose.engine.drafter import Drafter, VerifyOutcome
+from goose.engine.tree import BRANCH, DraftTree
+from goose.sources.adjacency import AdjacencyTable
 from goose.validation import check_hyperparameters
 
 
@@ -47,6 +47,11 @@ class AdjacencyDrafter(Drafter):
         self.prefill_harvest = prefill_harvest
         self.table: AdjacencyTable | None = None
         self._prev_anchor: int | None = None
+
+    @property
+    def needs_prefill_logits(self) -> bool:  # type: ignore[override]
+        """The table is seeded from the prefill logits only with `prefill_harvest`."""
+        return self.prefill_harvest
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         super().begin(prompt_ids, prefill_logits)

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from goose.context_matcher import ContextMatcher
-from goose.drafter import Drafter
-from goose.tree import SPINE, DraftTree
+from goose.engine.drafter import Drafter
+from goose.engine.tree import SPINE, DraftTree
+from goose.sources.context_matcher import ContextMatcher
 from goose.validation import check_hyperparameters
 
 

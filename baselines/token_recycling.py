@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from goose.adjacency import AdjacencyTable
-from goose.drafter import Drafter, VerifyOutcome
-from goose.tree import BRANCH, DraftTree
+from goose.engine.drafter import Drafter, VerifyOutcome
+from goose.engine.tree import BRANCH, DraftTree
+from goose.sources.adjacency import AdjacencyTable
 from goose.validation import check_hyperparameters
 
 TR_K = 8

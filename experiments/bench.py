@@ -2,10 +2,10 @@
 same prompts, on the same machine, in the same session.
 
 Contenders
-    engine:ar           the shared engine with a one-node tree per step (goose.decode.generate)
+    engine:ar           the shared engine with a one-node tree per step (goose.engine.decode.generate)
     engine:<method>     any configured method (conf/method/<method>.yaml), at its configured budget
-    engine:<method>:auto   the same method wrapped by budget=auto (goose.auto_budget), with the
-                        latency curve calibrated at start-up on this machine (goose.cost_model)
+    engine:<method>:auto   the same method wrapped by budget=auto (goose.engine.auto_budget), with the
+                        latency curve calibrated at start-up on this machine (goose.engine.cost_model)
     hf:greedy           transformers `generate(do_sample=False)`
     hf:pld              transformers `generate(do_sample=False, prompt_lookup_num_tokens=10)`
 
@@ -49,14 +49,14 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from goose.auto_budget import wrap_auto_budget  # noqa: E402
-from goose.benchmarks import file_in_data_dir, load_benchmark, resolve_source  # noqa: E402
-from goose.cost_model import LatencyTable, calibrate  # noqa: E402
-from goose.decode import generate  # noqa: E402
-from goose.drafter import Drafter  # noqa: E402
-from goose.engine import VerificationEngine, sync_clock  # noqa: E402
-from goose.models import LoadedModel, load_model  # noqa: E402
-from goose.runner import environment, warm_up  # noqa: E402
+from goose.engine.auto_budget import wrap_auto_budget  # noqa: E402
+from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
+from goose.engine.decode import generate  # noqa: E402
+from goose.engine.drafter import Drafter  # noqa: E402
+from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
+from goose.harness.benchmarks import file_in_data_dir, load_benchmark, resolve_source  # noqa: E402
+from goose.harness.models import LoadedModel, load_model  # noqa: E402
+from goose.harness.runner import environment, warm_up  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -145,7 +145,7 @@ def hf_contender(model: Any, eos: list[int], **generate_kwargs: Any) -> Contende
 
 
 def engine_contender(engine: VerificationEngine, drafter: Drafter) -> Contender:
-    """goose.decode.generate with one drafter object across prompts (as in a run)."""
+    """goose.engine.decode.generate with one drafter object across prompts (as in a run)."""
 
     def run(ids: list[int], max_new: int) -> Run:
         g = generate(engine, drafter, ids, max_new)

@@ -1,6 +1,6 @@
 """The cost curve: verification latency against tree size on this machine, per dtype.
 
-Calibrates `goose.cost_model` (median over repeats of one verification step, trees of
+Calibrates `goose.engine.cost_model` (median over repeats of one verification step, trees of
 n = 1, 2, 4, ..., 128 nodes after a KV cache of --kv-len tokens) for each dtype and writes
 <out-dir>/<name>.png and .pdf (latency in ms, and relative to a one-token step), <name>.csv (one
 row per dtype and size, with every sample) and <name>.json (the latency tables and the
@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 from experiments.bench import load_configured_model
-from goose.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
-from goose.engine import VerificationEngine
-from goose.runner import environment, warm_up
+from goose.engine.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
+from goose.engine.verifier import VerificationEngine
+from goose.harness.runner import environment, warm_up
 
 
 def plot(tables: dict[str, LatencyTable], title: str, out: Path) -> None:

@@ -4,10 +4,10 @@ by token with greedy AR (SPEC "Lossless").
 For each method x bench: the share of prompts whose output is identical to AR's, and for every
 mismatch the first differing index, the top-2 logit margin of a teacher-forced forward over AR's
 prefix up to that index, and its classification against the near-tie threshold (2 ulps of the top
-logit in the model's dtype, at least 1e-4: `goose.runner.near_tie_threshold`). A near-tie is
+logit in the model's dtype, at least 1e-4: `goose.harness.runner.near_tie_threshold`). A near-tie is
 numerical noise; anything else is a bug, and the script exits with status 1.
 
-Rows go through the same runner as `run.py` (goose.runner.run_cell: the AR reference generated once
+Rows go through the same runner as `run.py` (goose.harness.runner.run_cell: the AR reference generated once
 per prompt and reused by every method, `lossless_fields` for the verdict, failures recorded as
 rows), into <out>/<model>/<bench>.jsonl; a re-run with the same --out resumes. The summary is
 printed and written to <out>/summary.json.
@@ -31,13 +31,13 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from goose.benchmarks import BenchmarkError, file_in_data_dir, load_benchmark, resolve_source
-from goose.config_schema import validate_config
-from goose.engine import VerificationEngine
-from goose.metrics import format_table
-from goose.models import ModelUnavailableError, load_model
-from goose.results import read_rows, results_path
-from goose.runner import Cell, near_tie_threshold, run_cell, warm_up
+from goose.engine.verifier import VerificationEngine
+from goose.harness.benchmarks import BenchmarkError, file_in_data_dir, load_benchmark, resolve_source
+from goose.harness.config_schema import validate_config
+from goose.harness.models import ModelUnavailableError, load_model
+from goose.harness.runner import Cell, near_tie_threshold, run_cell, warm_up
+from goose.records.metrics import format_table
+from goose.records.results import read_rows, results_path
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 OFFLINE_BENCHES = ("humaneval", "mbpp", "classeval", "gsm8k", "mtbench")

@@ -1,4 +1,4 @@
-"""Checks of user-supplied settings, shared by the Hydra config hook (goose.config_schema) and the
+"""Checks of user-supplied settings, shared by the Hydra config hook (goose.harness.config_schema) and the
 constructor of every drafter (PLD, TR, iso, eagle2, Goose via GooseConfig).
 
 A bad value fails early with a `ValueError` whose message names the field, the value and what is

@@ -24,15 +24,15 @@ def model_spec(name: str) -> dict:
 @pytest.fixture(scope="session")
 def smollm2():
     """(LoadedModel, VerificationEngine) for the real SmolLM2-135M-Instruct, fp32, CPU."""
-    from goose.engine import VerificationEngine
-    from goose.models import load_model
+    from goose.engine.verifier import VerificationEngine
+    from goose.harness.models import load_model
 
     loaded = load_model(**model_spec("smollm2-135m"))
     return loaded, VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
 
 
 def bench_prompts(name: str, limit: int):
-    from goose.benchmarks import load_benchmark
+    from goose.harness.benchmarks import load_benchmark
 
     data_file = None
     if name == "mbpp":

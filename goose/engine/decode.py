@@ -1,0 +1,182 @@
+"""The decode loop: one prompt, one drafter, one engine; records what every step did.
+
+Metrics (SPEC): τ = generated tokens / target forward calls, the prefill counted as one call and
+the token it produces counted as generated. Wall time starts before the prefill and before any
+drafter state is allocated (drafter.begin runs inside the timed region).
+
+Per-step time split (seconds, clock synchronised on CUDA at each boundary, so the phases add up
+to the step): draft (drafter.propose), forward (inputs, mask, verification forward and argmax, up
+to the step's one host sync), walk (greedy walk, stop rules, KV compaction), update
+(drafter.observe, e.g. the adjacency-table update). verify = forward + walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from goose.engine.drafter import Drafter, VerifyOutcome
+from goose.engine.tree import DRAFT_SOURCES, SOURCE_NAMES, DraftTree
+from goose.engine.verifier import VerificationEngine, sync_clock
+
+
+@dataclass
+class StepRecord:
+    """One verification step: route, tree size, per-source offered/accepted, timings (seconds)."""
+
+    route: str
+    tree_size: int
+    accepted_len: int  # drafted tokens accepted (bonus excluded)
+    new_tokens: int  # tokens committed (accepted + bonus, after the EOS / budget cut)
+    offered: dict[str, int]
+    accepted: dict[str, int]
+    draft_s: float
+    verify_s: float  # forward_s + walk_s
+    update_s: float
+    forward_s: float = 0.0  # inputs + mask + forward + argmax (up to the host sync)
+    walk_s: float = 0.0  # greedy walk + stop rules + KV compaction
+
+
+@dataclass
+class Generation:
+    """Everything one prompt's generation produced."""
+
+    output_ids: list[int]
+    forward_calls: int
+    wall_time_s: float
+    prefill_s: float
+    steps: list[StepRecord] = field(default_factory=list)
+    drafter_stats: dict[str, Any] = field(default_factory=dict)
+    stop: str = "max_new_tokens"  # why it ended: max_new_tokens, eos, or context (window full)
+
+    @property
+    def tau(self) -> float:
+        """τ: generated tokens per target forward call (prefill included)."""
+        return len(self.output_ids) / self.forward_calls if self.forward_calls else 0.0
+
+    def totals(self, what: str) -> dict[str, int]:
+        """Summed per-source counts over the steps; what = 'offered' or 'accepted'."""
+        out = {SOURCE_NAMES[s]: 0 for s in DRAFT_SOURCES}
+        for step in self.steps:
+            for name, n in getattr(step, what).items():
+                out[name] += n
+        return out
+
+    def time_split(self) -> dict[str, float]:
+        """Total seconds per phase: prefill, draft, verify (= forward + walk), update, and the
+        split of verify into forward (inputs, mask, forward pass, argmax) and walk (greedy walk,
+        stop rules, KV compaction)."""
+        return {
+            "prefill_s": self.prefill_s,
+            "draft_s": sum(s.draft_s for s in self.steps),
+            "verify_s": sum(s.verify_s for s in self.steps),
+            "update_s": sum(s.update_s for s in self.steps),
+            "forward_s": sum(s.forward_s for s in self.steps),
+            "walk_s": sum(s.walk_s for s in self.steps),
+        }
+
+    def overhead_share(self) -> float:
+        """Share of the decode steps' time spent outside the verification forward pass (drafting,
+        walk + compaction, drafter update): the bookkeeping a faster engine cannot hide."""
+        steps = sum(s.draft_s + s.verify_s + s.update_s for s in self.steps)
+        return (steps - sum(s.forward_s for s in self.steps)) / steps if steps else 0.0
+
+    def routes(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self.steps:
+            counts[s.route] = counts.get(s.route, 0) + 1
+        return counts
+
+
+_clock = sync_clock  # time.perf_counter() after synchronising CUDA
+
+
+StepCallback = Callable[[DraftTree, VerifyOutcome, StepRecord], None]
+
+
+def generate(
+    engine: VerificationEngine,
+    drafter: Drafter,
+    prompt_ids: Sequence[int],
+    max_new_tokens: int,
+    on_step: StepCallback | None = None,
+) -> Generation:
+    """Greedy speculative generation of up to `max_new_tokens` tokens (stop at EOS, kept).
+
+    on_step: called after every verification step with the verified tree, the engine's outcome
+    and the step's record, outside the per-step phases but inside the prompt's wall time, so it
+    must be cheap (e.g. keeping the first trees for a figure).
+    """
+    device = engine.device
+    if max_new_tokens <= 0:
+        return Generation(
+            output_ids=[], forward_calls=0, wall_time_s=0.0, prefill_s=0.0, stop="max_new_tokens"
+        )
+    t_start = _clock(device)
+    prefill_logits = engine.prefill(
+        prompt_ids, max_new_tokens=max_new_tokens, all_logits=drafter.needs_prefill_logits
+    )
+    first = engine.first_token
+    t_prefill = _clock(device)
+    drafter.begin(list(prompt_ids), prefill_logits)
+    del prefill_logits
+    committed = [*prompt_ids, first]
+    output = [first]
+    steps: list[StepRecord] = []
+    eos = set(engine.eos_token_ids)
+    forward_calls = 1
+    stop = "max_new_tokens"
+    while len(output) < max_new_tokens:
+        if output[-1] in eos:
+            stop = "eos"
+            break
+        room = engine.context_length - 1 - engine.prefix_len  # deepest position a node may take
+        if room < 0:  # the anchor itself has no position left: the window is full
+            stop = "context"
+            break
+        budget = max_new_tokens - len(output)
+        t0 = _clock(device)
+        # A tree deeper than the window or than the tokens still wanted is cut to fit (a node at
+        # depth d commits at most d + 1 tokens); the drafter observes the tree that was verified.
+        tree = drafter.propose(committed).truncate_depth(min(room, budget - 1))
+        t1 = _clock(device)
+        outcome = engine.verify(tree, budget=budget)
+        t2 = _clock(device)
+        drafter.observe(tree, outcome)
+        t3 = _clock(device)
+        forward_calls += 1
+        offered = {SOURCE_NAMES[s]: tree.sources.count(s) for s in DRAFT_SOURCES}  # node 0 is ROOT
+        path_sources = [tree.sources[node] for node in outcome.accepted_nodes[1:]]
+        accepted = {SOURCE_NAMES[s]: path_sources.count(s) for s in DRAFT_SOURCES}
+        record = StepRecord(
+            route=drafter.route,
+            tree_size=len(tree),
+            accepted_len=len(outcome.accepted_nodes) - 1,
+            new_tokens=len(outcome.new_tokens),
+            offered=offered,
+            accepted=accepted,
+            draft_s=t1 - t0,
+            verify_s=t2 - t1,
+            update_s=t3 - t2,
+            forward_s=min(engine.last_forward_s, t2 - t1),
+            walk_s=max(t2 - t1 - engine.last_forward_s, 0.0),
+        )
+        steps.append(record)
+        if on_step is not None:
+            on_step(tree, outcome, record)
+        output.extend(outcome.new_tokens)
+        committed.extend(outcome.new_tokens)
+    drafter.end()
+    t_end = _clock(device)
+    if stop == "max_new_tokens" and output[-1] in eos:
+        stop = "eos"
+    return Generation(
+        output_ids=output,
+        stop=stop,
+        forward_calls=forward_calls,
+        wall_time_s=t_end - t_start,
+        prefill_s=t_prefill - t_start,
+        steps=steps,
+        drafter_stats=dict(drafter.stats),
+    )

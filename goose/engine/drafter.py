@@ -1,0 +1,91 @@
+"""The drafter contract: what every method (AR, PLD, TR, iso, eagle2, Goose) implements.
+
+A drafter proposes a DraftTree rooted at the anchor and learns from what the target model said.
+It knows nothing about timing, files, Hydra or W&B; the decode loop calls it in this order:
+
+    drafter.begin(prompt_ids, prefill_logits)        once per prompt, after the prefill forward
+                                                     ([P, V] if the drafter's class sets
+                                                     needs_prefill_logits, else the last row [1, V])
+    loop:
+        tree = drafter.propose(committed)            committed[-1] is the anchor
+        outcome = engine.verify(tree)                one forward pass
+        drafter.observe(tree, outcome)               logits of every node + the accepted path
+    drafter.end()                                    once per prompt
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from goose.engine.tree import DraftTree
+
+
+@dataclass
+class VerifyOutcome:
+    """What one verification step returned to the decode loop and the drafter.
+
+    logits:          [n, V] logits of every tree node (on the model's device)
+    predictions:     argmax of every node's logits, as a Python list of length n
+    accepted_nodes:  node indices of the accepted path, root first (always starts with 0)
+    new_tokens:      tokens committed by this step: the accepted drafted tokens plus the bonus
+                     token (argmax at the last accepted node), already cut at EOS / max_new_tokens
+    """
+
+    logits: torch.Tensor
+    predictions: list[int]
+    accepted_nodes: list[int]
+    new_tokens: list[int]
+
+
+@dataclass
+class Drafter:
+    """Base class; subclasses override `propose` and, if they learn, `begin` and `observe`.
+
+    `route` (set by `propose`) names the kind of step the drafter chose (e.g. "ar", "chain",
+    "spine_tree", "branch_tree"); `stats` collects method-specific counters that end up in the
+    result row (e.g. Goose's spine continuations).
+    """
+
+    # Whether `begin` needs the logits of every prompt position (a prefill harvest into an
+    # adjacency table); False spares the LM head over the prompt. Declared by each drafter class
+    # (a property where a hyperparameter decides it).
+    needs_prefill_logits: ClassVar[bool] = False
+
+    name: str = "drafter"
+    route: str = "ar"
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def config(self) -> dict[str, Any]:
+        """The hyperparameters that define this drafter (logged in every result row)."""
+        return {}
+
+    def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
+        """Called once per prompt after the prefill forward; prefill_logits is [P, V]."""
+        self.stats = {}
+
+    def propose(self, committed: list[int]) -> DraftTree:
+        """Return the tree to verify; committed = prompt + generated tokens, committed[-1] = anchor."""
+        self.route = "ar"
+        return DraftTree.single(committed[-1])
+
+    def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
+        """Learn from the verification of `tree` (default: nothing)."""
+
+    def end(self) -> None:
+        """Called once per prompt when generation stops."""
+
+    def count(self, key: str, by: int = 1) -> None:
+        """Increment a method-specific counter in `stats`."""
+        self.stats[key] = self.stats.get(key, 0) + by
+
+
+@dataclass
+class ARDrafter(Drafter):
+    """Autoregressive decoding (AR) as a drafter: proposes only the anchor, so each verification
+    step commits exactly one token (τ = 1). It is the reference every method's output is checked
+    against, which is why it lives beside the contract rather than among the baselines."""
+
+    name: str = "ar"

@@ -1,0 +1,215 @@
+"""The lean forward pass for Llama-architecture models (Llama 2/3, Vicuna, SmolLM2) and Qwen3: the
+same weights as the `transformers` model, a few lines of ops (gpt-fast's recipe, kept eager).
+`goose.engine.verifier.verifier.VerificationEngine` uses it wherever `LeanDecoder.unsupported` says it can.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.nn.modules import module as nn_module
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' Llama/Qwen3 RMSNorm, op for op (fp32 statistics, weight applied last)."""
+    dtype = x.dtype
+    x = x.to(torch.float32)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x.to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def has_forward_hooks(model: torch.nn.Module) -> bool:
+    """True if hooks on the model's forward (or global module hooks) expect it to run; the engine
+    then uses the `transformers` forward instead of `LeanDecoder`, so that the hooks see every
+    pass (profilers, fault injection, output capture)."""
+    return bool(
+        model._forward_hooks
+        or model._forward_pre_hooks
+        or nn_module._global_forward_hooks
+        or nn_module._global_forward_pre_hooks
+    )
+
+
+class LeanDecoder:
+    """A lean forward pass for Llama-architecture models (Llama 2/3, Vicuna, SmolLM2) and Qwen3,
+    written against the same weights (gpt-fast's "the model in a few lines"; no module hooks, no
+    mask construction, no output dataclasses).
+
+    What it saves: the per-op and per-module overhead of the `transformers` forward, which on a
+    CPU and a small model is a large share of a one-token step, and half of the projection
+    matmuls: q/k/v and gate/up are each one matmul over a fused weight. The fused weights are
+    built once and the model's own q_proj/k_proj/v_proj/gate_proj/up_proj weights are re-pointed
+    to views of them, so no memory is duplicated and the `transformers` forward of the same model
+    (generate, next_token_margin) computes exactly what it computed before.
+    Numerics: the same ops as `transformers` (fp32 RMSNorm statistics, the same RoPE tables from
+    the model's rotary module, sdpa with the same scale), except that a fused matmul may sum in
+    another order (~1e-5 relative in fp32), so outputs can differ from `transformers`' at
+    near-ties; every engine method, AR included, uses the same forward, so losslessness between
+    methods is unaffected. Attention: sdpa with the engine's masks (one per layer type), with GQA
+    done by sdpa itself on CPU or without a mask, by repeating K/V otherwise (as `transformers`).
+    """
+
+    MODEL_TYPES = ("llama", "qwen3")
+
+    @classmethod
+    def unsupported(cls, model: torch.nn.Module) -> str | None:
+        """Why this model cannot use the lean forward (None if it can)."""
+        cfg = model.config
+        if getattr(cfg, "model_type", None) not in cls.MODEL_TYPES:
+            return f"model_type {getattr(cfg, 'model_type', None)!r} is not one of {cls.MODEL_TYPES}"
+        if type(model).__name__ not in ("LlamaForCausalLM", "Qwen3ForCausalLM"):
+            return f"{type(model).__name__} is not a plain causal LM"
+        if getattr(cfg, "_attn_implementation", "sdpa") != "sdpa":
+            return "attention implementation is not sdpa"
+        if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "pretraining_tp", 1) != 1:
+            return "unusual MLP (activation or pretraining_tp)"
+        if len({p.device for p in model.parameters()}) != 1:
+            return "model split over several devices"
+        for layer in model.model.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            linears = [getattr(a, n, None) for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+            linears += [getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+            if any(type(m) is not torch.nn.Linear or not m.weight.is_floating_point() for m in linears):
+                return "projections that are not plain floating-point nn.Linear (quantised?)"
+        return None
+
+    @torch.no_grad()
+    def __init__(self, model: torch.nn.Module) -> None:
+        reason = self.unsupported(model)
+        if reason:
+            raise ValueError(f"lean forward unavailable: {reason}")
+        body = model.model
+        cfg = model.config
+        self.embed = body.embed_tokens
+        self.rotary = body.rotary_emb
+        self.norm_w = body.norm.weight
+        self.norm_eps = body.norm.variance_epsilon
+        self.lm_head = model.lm_head
+        self.layer_types = tuple(getattr(cfg, "layer_types", None) or ("full_attention",) * len(body.layers))
+        self.layers = []
+        for layer in body.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, a.head_dim
+            wqkv, bqkv = self._fuse(a, ("q_proj", "k_proj", "v_proj"))
+            wgu, bgu = self._fuse(mlp, ("gate_proj", "up_proj"))
+            q_norm, k_norm = getattr(a, "q_norm", None), getattr(a, "k_norm", None)
+            self.layers.append(
+                (
+                    layer.input_layernorm.weight,
+                    layer.input_layernorm.variance_epsilon,
+                    wqkv,
+                    bqkv,
+                    (h, kv, d),
+                    None if q_norm is None else self._head_norm(q_norm, k_norm, h, kv),
+                    a.scaling,
+                    a.o_proj.weight,
+                    a.o_proj.bias,
+                    layer.post_attention_layernorm.weight,
+                    layer.post_attention_layernorm.variance_epsilon,
+                    wgu,
+                    bgu,
+                    mlp.down_proj.weight,
+                    mlp.down_proj.bias,
+                    mlp.gate_proj.out_features,
+                )
+            )
+
+    @staticmethod
+    def _head_norm(
+        q_norm: torch.nn.Module, k_norm: torch.nn.Module, h: int, kv: int
+    ) -> tuple[torch.Tensor, float]:
+        """Qwen3's per-head q_norm / k_norm as one weight [h + kv, d] over the fused q|k heads."""
+        if q_norm.variance_epsilon != k_norm.variance_epsilon:
+            raise ValueError("q_norm and k_norm with different eps")
+        d = q_norm.weight.shape[0]
+        weight = torch.cat([q_norm.weight.expand(h, d), k_norm.weight.expand(kv, d)])
+        return weight, q_norm.variance_epsilon
+
+    @staticmethod
+    def _fuse(module: torch.nn.Module, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One weight (and bias) for the linears `names` of `module`; the linears' own weights
+        become views of it. Idempotent: a second engine on the same model reuses the fusion (kept
+        on the module as `_goose_fused`) as long as the linears still point into it."""
+        linears = [getattr(module, n) for n in names]
+        cached = getattr(module, "_goose_fused", {}).get(names)
+        if cached is not None:
+            fused, bias = cached
+            offsets, start = [], 0
+            for m in linears:
+                offsets.append(start)
+                start += m.weight.shape[0]
+            if all(m.weight.data_ptr() == fused[o].data_ptr() for m, o in zip(linears, offsets, strict=True)):
+                return fused, bias
+        fused = torch.cat([m.weight for m in linears])
+        start = 0
+        for m in linears:
+            rows = m.weight.shape[0]
+            m.weight = torch.nn.Parameter(fused[start : start + rows], requires_grad=False)
+            start += rows
+        bias = torch.cat([m.bias for m in linears]) if linears[0].bias is not None else None
+        if not hasattr(module, "_goose_fused"):
+            module._goose_fused = {}
+        module._goose_fused[names] = (fused, bias)
+        return fused, bias
+
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
+        cache: TreeKVCache,
+        last_only: bool = False,
+    ) -> torch.Tensor:
+        """Logits [n, V] (or [1, V] with last_only) of `input_ids` [1, n] at `position_ids`,
+        writing their keys and values into `cache`."""
+        n = input_ids.shape[1]
+        x = self.embed(input_ids)
+        cos, sin = self.rotary(x, position_ids)
+        cos, sin = cos[:, :, None], sin[:, :, None]  # [1, n, 1, d]: broadcast over heads
+        on_cpu = x.device.type == "cpu"
+        for i, (
+            w_in,
+            eps_in,
+            wqkv,
+            bqkv,
+            (h, kv, d),
+            qk_norm,
+            scale,
+            wo,
+            bo,
+            w_post,
+            eps_post,
+            wgu,
+            bgu,
+            wd,
+            bd,
+            inter,
+        ) in enumerate(self.layers):
+            layer_mask = mask.get(self.layer_types[i]) if isinstance(mask, dict) else mask
+            y = _rms_norm(x, w_in, eps_in)
+            qkv = F.linear(y, wqkv, bqkv).view(1, n, h + 2 * kv, d)
+            qk, v = qkv.split((h + kv, kv), dim=2)  # queries and keys get the same norm and RoPE
+            if qk_norm is not None:  # Qwen3: RMSNorm over each head (q_norm for q, k_norm for k)
+                qk = _rms_norm(qk, *qk_norm)
+            qk = qk * cos + _rotate_half(qk) * sin
+            q, k = qk.transpose(1, 2).split((h, kv), dim=1)
+            v = v.transpose(1, 2)
+            k, v = cache.update(k, v, i)
+            causal = layer_mask is None and n > 1
+            if h != kv and not (on_cpu or layer_mask is None):
+                k, v = k.repeat_interleave(h // kv, dim=1), v.repeat_interleave(h // kv, dim=1)
+            o = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=layer_mask, is_causal=causal, scale=scale, enable_gqa=h != k.shape[1]
+            )
+            x = x + F.linear(o.transpose(1, 2).reshape(1, n, h * d), wo, bo)
+            y = _rms_norm(x, w_post, eps_post)
+            gate, up = F.linear(y, wgu, bgu).split((inter, inter), dim=-1)
+            x = x + F.linear(F.silu(gate) * up, wd, bd)
+        if last_only:
+            x = x[:, -1:]
+        return self.lm_head(_rms_norm(x, self.norm_w, self.norm_eps))[0]

@@ -1,0 +1,380 @@
+"""The shared verification engine: prefill, verify a draft tree in one forward pass, greedy walk,
+KV compaction.
+
+Every method (AR = a one-node tree, PLD = a chain, TR / iso / eagle2 / Goose = trees) goes
+through `VerificationEngine.verify`, so every method is timed by the same code.
+
+Attention: one forward over the n tree nodes after the cached prefix of length P, with a 4-D
+additive mask in which node i sees the whole prefix, itself and its ancestors, and position ids
+P + depth(i). Models with sliding-window layers (Gemma 3, some Qwen configs) get one mask per
+layer type: the sliding layers' mask additionally hides keys at position distance >= window, so
+the result equals sequential decoding (the cache keeps every key; the mask does the windowing).
+
+What a step costs besides the model's matmuls (the gpt-fast recipe, kept eager):
+- The forward: `LeanDecoder`, a few-line forward over the same weights for Llama-architecture
+  models (Llama 2/3, Vicuna, SmolLM2) and Qwen3, with fused q/k/v and gate/up matmuls; on a CPU
+  the per-op overhead of the `transformers` forward is a large share of a small model's step.
+  Other models (Gemma 3, ...), and any model with forward hooks, use the `transformers` forward
+  with the same cache and masks.
+- KV cache: `goose.engine.kv_cache.TreeKVCache`, preallocated and reused across prompts; the forward
+  writes its rows in place, compaction is a pointer move for a contiguous accepted path (AR,
+  chains, spine prefixes) and one gather + one copy over all layers otherwise.
+- Inputs: tokens, parents and depths go to the device as one [3, n] tensor; the ancestor matrix
+  (pointer doubling), the mask and the position ids are tensor ops; no Python loop over nodes.
+- One host sync per step: argmax of every node, the greedy walk's acceptance test
+  (token[i] == argmax[parent[i]] for i and all its ancestors, via the ancestor matrix) and a
+  finiteness flag travel to the host in one `.tolist()`. Non-finite logits raise
+  `NonFiniteLogitsError` naming the step instead of committing garbage.
+- AR fast path: a one-node tree needs no tree tensors and no mask (sdpa attends to the whole
+  cache; a sliding-window model gets only its window row).
+- Prefill: the LM head runs over every prompt position only for drafters that harvest the
+  prefill logits (`prefill(..., all_logits=False)` otherwise).
+Devices: everything is created on the model's device and nothing else synchronises, so the same
+code runs on CUDA in fp16/bf16 (argmax is taken in fp32 there: exact, and much faster than a
+half-precision argmax on CPUs); timings use `sync_clock`, which synchronises CUDA first.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Sequence
+from itertools import compress
+
+import torch
+
+from goose.engine.drafter import VerifyOutcome
+from goose.engine.kv_cache import TreeKVCache
+from goose.engine.lean_forward import LeanDecoder, has_forward_hooks
+from goose.engine.tree import SPINE, DraftTree, tree_attention_inputs
+
+# Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
+TREE_SLACK = 128
+
+
+class ContextLengthError(ValueError):
+    """Raised when a prompt or a draft tree would exceed the model's context window."""
+
+
+class NonFiniteLogitsError(RuntimeError):
+    """Raised when a forward pass produced NaN or infinite logits (e.g. an fp16 overflow): the
+    step is named, and the runner records the prompt as failed instead of committing garbage."""
+
+
+def sync_clock(device: torch.device | str) -> float:
+    """time.perf_counter() after the device's queued work is done (CUDA: synchronise first)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def greedy_walk(tree: DraftTree, predictions: Sequence[int]) -> list[int]:
+    """Longest path of the tree that the target model would itself have generated greedily.
+
+    From the root, move to the child whose token equals argmax(logits[u]); a SPINE child wins a
+    tie (SPEC); stop when no child matches. Returns node indices, root first.
+
+    The engine computes the same walk on the device (see `VerificationEngine.verify`) and falls
+    back to this reference implementation only when a parent has two children with the same
+    token (the tie rule).
+    """
+    children = tree.children()
+    path = [0]
+    node = 0
+    while True:
+        want = predictions[node]
+        match = -1
+        for child in children[node]:
+            if tree.tokens[child] == want and (match < 0 or tree.sources[child] == SPINE):
+                match = child
+                if tree.sources[child] == SPINE:
+                    break
+        if match < 0:
+            return path
+        path.append(match)
+        node = match
+
+
+def cut_at_stop(tokens: list[int], eos_token_ids: Sequence[int], budget: int) -> list[int]:
+    """Cut committed tokens at the first EOS (kept) and at the remaining token budget."""
+    out = tokens[: max(budget, 0)]
+    for i, t in enumerate(out):
+        if t in eos_token_ids:
+            return out[: i + 1]
+    return out
+
+
+def fast_argmax(logits: torch.Tensor) -> torch.Tensor:
+    """argmax over the last dimension (first maximum on ties, NaN wins, like torch.argmax).
+
+    Half-precision logits are converted to fp32 first: exact (same values, same ties) and, on
+    CPUs, ~5x faster than a bf16 argmax.
+    """
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    return logits.argmax(dim=-1)
+
+
+class VerificationEngine:
+    """Owns the target model's KV cache for one sequence at a time (batch size 1).
+
+    Paper symbols: P is the cached prefix length; the anchor (node 0) is the last committed token,
+    not yet in the cache.
+
+    After each `verify`, `last_forward_s` holds the seconds from the start of the call to the
+    step's host sync (inputs, mask, forward, argmax); the rest of the call is the walk, the stop
+    rules and the compaction. `steps` counts verifications since the last prefill.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        eos_token_ids: Sequence[int],
+        context_length: int | None = None,
+        lean: bool | None = None,
+    ):
+        """lean: use `LeanDecoder` for the forward passes (None = wherever the model supports it,
+        True = require it, False = always the `transformers` forward)."""
+        self.model = model
+        self.eos_token_ids = tuple(eos_token_ids)
+        cfg = model.config
+        text_cfg = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+        self.context_length = context_length or getattr(cfg, "max_position_embeddings", None) or 1 << 30
+        first = next(model.parameters())
+        self.device = first.device
+        self.dtype = first.dtype
+        self.num_layers = int(text_cfg.num_hidden_layers)
+        layer_types = getattr(text_cfg, "layer_types", None)
+        self.layer_types: tuple[str, ...] = tuple(sorted(set(layer_types))) if layer_types else ()
+        self.sliding_window: int | None = getattr(text_cfg, "sliding_window", None)
+        self._neg = torch.finfo(self.dtype).min
+        self.cache: TreeKVCache | None = None
+        self.prefix_len = 0
+        self.steps = 0
+        self.first_token: int | None = None
+        self.last_forward_s = 0.0
+        self._positions = torch.zeros(1, 0, dtype=torch.long, device=self.device)
+        self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.lean: LeanDecoder | None = None
+        if lean or (lean is None and LeanDecoder.unsupported(model) is None):
+            self.lean = LeanDecoder(model)
+
+    # ----------------------------------------------------------------------------- buffers
+    def _reserve(self, rows: int) -> None:
+        """Room for `rows` cache rows and position ids 0..rows-1 on the device."""
+        assert self.cache is not None
+        self.cache.reserve(rows)
+        if self._positions.shape[1] < self.cache.capacity:
+            self._positions = torch.arange(self.cache.capacity, device=self.device)[None]
+
+    def _slides(self, kind: str, longest_distance: int) -> bool:
+        """True if layers of `kind` need a window mask for query-key distances up to this."""
+        return (
+            kind == "sliding_attention"
+            and bool(self.sliding_window)
+            and longest_distance >= self.sliding_window
+        )
+
+    # ----------------------------------------------------------------------------- masks
+    def _tree_mask(
+        self, anc: torch.Tensor, positions: torch.Tensor, max_depth: int
+    ) -> torch.Tensor | dict[str, torch.Tensor]:
+        """Additive [1, 1, n, P + n] mask(s): the whole prefix plus the ancestors (anc); nodes sit
+        at `positions` (P + depth)."""
+        p = self.prefix_len
+        n = anc.shape[0]
+        mask = torch.zeros((1, 1, n, p + n), dtype=self.dtype, device=self.device)
+        mask[0, 0, :, p:].masked_fill_(~anc, self._neg)
+        if not self.layer_types:
+            return mask
+        masks: dict[str, torch.Tensor] = {}
+        for kind in self.layer_types:
+            if self._slides(kind, p + max_depth):
+                key_pos = torch.cat([self._positions[0, :p], positions])
+                far = (positions[:, None] - key_pos[None, :]) >= self.sliding_window
+                masks[kind] = mask.masked_fill(far[None, None], self._neg)
+            else:
+                masks[kind] = mask
+        return masks
+
+    def _ar_mask(self) -> dict[str, torch.Tensor | None] | None:
+        """Mask(s) of a one-node step at position P: none, except a sliding-window row."""
+        if not self.layer_types:
+            return None
+        p = self.prefix_len
+        masks: dict[str, torch.Tensor | None] = {}
+        for kind in self.layer_types:
+            if self._slides(kind, p):
+                row = torch.zeros((1, 1, 1, p + 1), dtype=self.dtype, device=self.device)
+                row[..., : p - self.sliding_window + 1] = self._neg
+                masks[kind] = row
+            else:
+                masks[kind] = None
+        return masks
+
+    def _prefill_mask(self, n: int) -> dict[str, torch.Tensor] | None:
+        """Causal mask(s) of the prefill; plain models use sdpa's causal path (no mask)."""
+        if not self.layer_types:
+            return None
+        pos = self._positions[0, :n]
+        causal = pos[:, None] >= pos[None, :]
+        masks = {}
+        for kind in self.layer_types:
+            vis = (
+                causal & ((pos[:, None] - pos[None, :]) < self.sliding_window)
+                if self._slides(kind, n - 1)
+                else causal
+            )
+            masks[kind] = torch.zeros((n, n), dtype=self.dtype, device=self.device).masked_fill_(
+                ~vis, self._neg
+            )[None, None]
+        return masks
+
+    # ----------------------------------------------------------------------------- forward passes
+    def _forward(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask, last_only: bool = False
+    ) -> torch.Tensor:
+        """Logits [n, V] (or the last row, [1, V]) of one forward pass over the cache."""
+        if self.lean is not None and not has_forward_hooks(self.model):
+            return self.lean(input_ids, position_ids, mask, self.cache, last_only)
+        kwargs = {"logits_to_keep": 1} if last_only and self._logits_to_keep else {}
+        out = self.model(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            attention_mask=mask,
+            past_key_values=self.cache,
+            use_cache=True,
+            **kwargs,
+        )
+        return out.logits[0, -1:] if last_only else out.logits[0]
+
+    def _non_finite(self, where: str, nodes: list[int]) -> NonFiniteLogitsError:
+        return NonFiniteLogitsError(
+            f"non-finite logits (NaN or inf) at {where} (prefix length {self.prefix_len}, node(s) "
+            f"{nodes[:8]}); the model overflowed in {str(self.dtype).replace('torch.', '')} or its "
+            "weights are broken"
+        )
+
+    @torch.inference_mode()
+    def prefill(
+        self, prompt_ids: Sequence[int], max_new_tokens: int | None = None, all_logits: bool = True
+    ) -> torch.Tensor:
+        """Start a new sequence: forward the prompt into the (reused) cache. Returns logits [P, V],
+        or only the last row [1, V] when `all_logits` is False (the LM head over every prompt
+        position is a quarter of a small model's prefill; only drafters that harvest the prefill
+        need it).
+
+        max_new_tokens, if given, sizes the cache so that the whole generation fits without a
+        reallocation. Sets `first_token` (argmax of the last row; the one host sync) and raises
+        NonFiniteLogitsError if that row is not finite.
+        """
+        n = len(prompt_ids)
+        if n == 0:
+            raise ValueError("empty prompt: the prefill needs at least one token")
+        if n > self.context_length:
+            raise ContextLengthError(
+                f"prompt has {n} tokens; the model's context window is {self.context_length}"
+            )
+        planned = n + (256 if max_new_tokens is None else max_new_tokens)
+        rows = min(planned, self.context_length) + TREE_SLACK
+        if self.cache is None:
+            self.cache = TreeKVCache(self.num_layers, capacity=rows)
+        self.cache.reset()
+        self.prefix_len = 0
+        self.steps = 0
+        self.first_token = None
+        self._reserve(rows)
+        ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
+        logits = self._forward(ids, self._positions[:, :n], self._prefill_mask(n), last_only=not all_logits)
+        last = logits[-1:]
+        pred = fast_argmax(last)
+        finite = torch.isfinite(last.gather(-1, pred[:, None])[:, 0])
+        (first, finite) = torch.stack([pred, finite.long()])[:, 0].tolist()
+        if not finite:
+            raise self._non_finite("the prefill (step 0)", [n - 1])
+        self.prefix_len = n
+        self.first_token = first
+        return logits
+
+    @torch.inference_mode()
+    def verify(self, tree: DraftTree, budget: int) -> VerifyOutcome:
+        """Verify `tree` in one forward pass and commit the accepted path.
+
+        budget: how many more tokens may be committed (max_new_tokens minus generated so far).
+        The cache afterwards holds prefix + root + accepted path; the bonus token is the next anchor.
+        """
+        t0 = time.perf_counter()
+        if self.cache is None:
+            raise RuntimeError("verify() before prefill()")
+        p = self.prefix_len
+        n = len(tree)
+        max_depth = max(tree.depths)
+        if p + max_depth >= self.context_length:
+            raise ContextLengthError(
+                f"draft tree reaches position {p + max_depth}; the context window is {self.context_length}"
+            )
+        self._reserve(p + n)
+        self.steps += 1
+        if n == 1:  # AR fast path
+            ids = torch.tensor([[tree.tokens[0]]], dtype=torch.long, device=self.device)
+            logits = self._forward(ids, self._positions[:, p : p + 1], self._ar_mask())
+            pred = fast_argmax(logits)
+            packed = torch.stack([pred, torch.isfinite(logits.gather(-1, pred[:, None])[:, 0]).long()])
+        else:
+            inputs = tree_attention_inputs(tree, p, self.device)
+            tokens, parents, anc = inputs.tokens, inputs.parents, inputs.ancestors
+            logits = self._forward(
+                tokens[None], inputs.positions[None], self._tree_mask(anc, inputs.positions, max_depth)
+            )
+            pred = fast_argmax(logits)
+            finite = torch.isfinite(logits.gather(-1, pred[:, None])[:, 0])
+            # node i is on the greedy path iff it and all its ancestors match their parent's argmax
+            match = (tokens == pred[parents.clamp(min=0)]) | (parents < 0)
+            on_path = ~(anc & ~match[None, :]).any(dim=-1)
+            packed = torch.stack([pred, finite.long(), on_path.long()])
+        rows = packed.tolist()  # the one host sync of the step
+        t1 = time.perf_counter()
+        predictions: list[int] = rows[0]
+        if 0 in rows[1]:
+            bad = [i for i, ok in enumerate(rows[1]) if not ok]
+            raise self._non_finite(f"verification step {self.steps}", bad)
+        if n == 1:
+            path = [0]
+        else:
+            path = list(compress(range(n), rows[2]))
+            if tree.depths[path[-1]] != len(path) - 1:  # not a chain: duplicate tokens under a parent
+                path = greedy_walk(tree, predictions)
+        proposed = [tree.tokens[i] for i in path[1:]] + [predictions[path[-1]]]
+        new_tokens = cut_at_stop(proposed, self.eos_token_ids, budget)
+        # Drafted nodes that made it into the output (the bonus token is not a node).
+        path = path[: 1 + min(len(new_tokens), len(path) - 1)]
+        keep = len(path)
+        src = None if path[-1] == keep - 1 else torch.tensor(path, dtype=torch.long, device=self.device) + p
+        self.cache.compact(p, src, keep)
+        self.prefix_len = p + keep
+        self.last_forward_s = t1 - t0
+        return VerifyOutcome(
+            logits=logits, predictions=predictions, accepted_nodes=path, new_tokens=new_tokens
+        )
+
+    def truncate(self, prefix_len: int) -> None:
+        """Roll the sequence back to its first `prefix_len` cached tokens (used by calibration)."""
+        if self.cache is None or not 0 <= prefix_len <= self.prefix_len:
+            raise ValueError(f"cannot truncate a prefix of {self.prefix_len} tokens to {prefix_len}")
+        self.cache.compact(prefix_len, None, 0)
+        self.prefix_len = prefix_len
+
+    @torch.inference_mode()
+    def next_token_margin(self, token_ids: Sequence[int]) -> tuple[int, int, float, float]:
+        """Teacher-forced check: forward `token_ids` in one pass (no cache) and return the top-2
+        token ids, their logit margin and the top logit at the last position (used to classify a
+        lossless mismatch as a near-tie)."""
+        ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)
+        logits = self.model(input_ids=ids, use_cache=False).logits[0, -1].float()
+        top = torch.topk(logits, 2)
+        return (
+            int(top.indices[0]),
+            int(top.indices[1]),
+            float(top.values[0] - top.values[1]),
+            float(top.values[0]),
+        )

@@ -1,0 +1,249 @@
+"""Structured-config schemas of run.py's configuration, registered in Hydra's ConfigStore, and the
+check `validate_config` that goose.harness.job runs before anything is loaded.
+
+Two lines of defence, so that a typo fails clearly and before a model loads:
+
+1. At composition. conf/config.yaml lists ``optional schema@_global_: goose_bench`` first in its
+   defaults, so the composed config is typed by `GooseBenchConfig`: the `model`, `bench` and
+   `method` groups are merged into `ModelSchema`, `BenchSchema` and `MethodSchema`. An override of
+   an unknown key (``bench.limt=3``) or of the wrong type (``bench.limit=abc``) is refused by Hydra
+   itself, naming the key and the value. The entry is `optional` so that a process that never
+   imported this module (an older run.py still sweeping, a script composing the config by hand)
+   still composes the same config, unvalidated.
+2. In the job (`validate_config`, exit status 2 through goose.harness.job.UserError). What Hydra lets
+   through: keys appended with ``+`` (Hydra opens the struct for those), out-of-range values
+   (ranges are the `check` metadata of the schema fields), and the drafter's hyperparameters:
+   ``method.drafter`` is a free-form dict at composition, since each method has its own
+   constructor, so its keys are checked against the constructor's parameters here and its values
+   by the constructor itself (goose.validation.check_hyperparameters).
+
+`ModelSchema` is generated from `goose.harness.models.ModelConfig` (the model group's one definition) with
+ranges added, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from goose.harness.benchmarks import SOURCES
+from goose.harness.models import DTYPES, ModelConfig
+from goose.validation import check_bool, check_choice, check_float, check_int, check_str
+
+SCHEMA_GROUP = "schema"
+SCHEMA_NAME = "goose_bench"
+
+
+def _checked(default: Any = MISSING, check: Any = None, **kw: Any) -> Any:
+    """A dataclass field whose value (when not None) must pass `check(qualified_name, value)`."""
+    return field(default=default, metadata={"check": check} if check else {}, **kw)
+
+
+# ---------------------------------------------------------------------------------- groups
+_MODEL_CHECKS: dict[str, Any] = {
+    "source": partial(check_choice, choices=("hub", "gguf")),
+    "dtype": partial(check_choice, choices=tuple(DTYPES)),
+    "attn_implementation": partial(
+        check_choice, choices=("sdpa", "eager"), why="tree verification needs a custom 4-D mask"
+    ),
+    "quick_limit": partial(check_int, low=0, why="prompts of a quick run"),
+    "quick_max_new_tokens": partial(check_int, low=0, why="tokens of a quick run"),
+}
+
+
+def _schema_from(cls: type, name: str, checks: dict[str, Any]) -> type:
+    """A mutable copy of dataclass `cls` (OmegaConf makes frozen ones read-only) whose fields carry
+    the `checks` as metadata."""
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        default = MISSING if f.default is dataclasses.MISSING else f.default
+        specs.append((f.name, hints[f.name], _checked(default, checks.get(f.name))))
+    return dataclasses.make_dataclass(name, specs)
+
+
+ModelSchema = _schema_from(ModelConfig, "ModelSchema", _MODEL_CHECKS)
+ModelSchema.__doc__ = "Schema of conf/model/*.yaml: goose.harness.models.ModelConfig with ranges."
+
+
+@dataclass
+class BenchSchema:
+    """Schema of conf/bench/*.yaml."""
+
+    name: str = MISSING
+    max_new_tokens: int = _checked(MISSING, partial(check_int, low=0, why="the paper's generation length"))
+    limit: int | None = _checked(
+        None, partial(check_int, low=0, why="the number of prompts to run, in file order")
+    )
+    data_file: str | None = None
+    source: str = _checked("auto", partial(check_choice, choices=SOURCES))
+    num_prompts: int | None = _checked(None, partial(check_int, low=0))
+
+
+@dataclass
+class MethodSchema:
+    """Schema of conf/method/*.yaml. `drafter` is the constructor call (``_target_`` plus keyword
+    arguments); its keys and values are checked in `validate_config` / by the constructor."""
+
+    name: str = MISSING
+    drafter: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_quick(name: str, value: Any) -> Any:
+    return check_choice(name, value, ("auto", True, False), why="auto uses the model's quick_* values")
+
+
+@dataclass
+class GooseBenchConfig:
+    """Schema of conf/config.yaml (the composed configuration of one run)."""
+
+    model: ModelSchema = MISSING  # type: ignore[valid-type]
+    bench: BenchSchema = MISSING
+    method: MethodSchema = MISSING
+    max_new_tokens: int | None = _checked(None, partial(check_int, low=0, why="null = the benchmark's value"))
+    quick: Any = _checked("auto", _check_quick)
+    out_dir: str = "results"
+    data_dir: str | None = None
+    experiment: str | None = "adhoc"
+    threads: int | None = _checked(None, partial(check_int, low=1, why="torch intra-op threads"))
+    wandb: str = _checked("offline", partial(check_choice, choices=("online", "offline", "disabled")))
+    budget: str = _checked(
+        "fixed",
+        partial(
+            check_choice, choices=("fixed", "auto"), why="auto sizes each tree to this machine's cost curve"
+        ),
+    )
+
+
+def register() -> None:
+    """Store the top-level schema as `schema/goose_bench` (referenced by conf/config.yaml)."""
+    ConfigStore.instance().store(group=SCHEMA_GROUP, name=SCHEMA_NAME, node=GooseBenchConfig)
+
+
+register()
+
+
+# ---------------------------------------------------------------------------------- the job's check
+def _check_type(name: str, value: Any, hint: Any) -> None:
+    """`value` must match the annotation `hint` (int, float, bool, str, dict, Optional[...], Any)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return
+        rest = [a for a in args if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else Any
+        origin = typing.get_origin(hint)
+    if hint is Any:
+        return
+    if hint is int:
+        check_int(name, value)
+    elif hint is float:
+        check_float(name, value)
+    elif hint is bool:
+        check_bool(name, value)
+    elif hint is str:
+        check_str(name, value)
+    elif (origin or hint) is dict and not isinstance(value, Mapping):
+        raise ValueError(f"{name} = {value!r}: must be a mapping of keys to values")
+
+
+def check_node(path: str, node: Any, schema: type) -> None:
+    """Check a plain (to_container) config node against the dataclass `schema`, recursively:
+    unknown keys, missing required keys, types, and each field's `check` metadata."""
+    names = [f.name for f in dataclasses.fields(schema)]
+    where = path or "the top level"
+    if not isinstance(node, Mapping):
+        raise ValueError(f"{where} = {node!r}: must be a mapping with keys {', '.join(names)}")
+    for key in node:
+        if key not in names:
+            qual = f"{path}.{key}" if path else str(key)
+            raise ValueError(
+                f"{qual} = {node[key]!r}: unknown key; valid keys at {where}: {', '.join(names)}"
+            )
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        qual = f"{path}.{f.name}" if path else f.name
+        value = node.get(f.name, MISSING)
+        if value is MISSING or value == MISSING:
+            no_default = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if no_default or f.default is MISSING:
+                raise ValueError(f"{qual} is missing: it must be set")
+            continue
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            check_node(qual, value, hint)
+        elif value is None and type(None) in typing.get_args(hint):
+            continue
+        elif "check" in f.metadata:
+            f.metadata["check"](qual, value)
+        else:
+            _check_type(qual, value, hint)
+
+
+def drafter_parameters(cls: type) -> tuple[str, ...] | None:
+    """Keyword arguments the drafter class accepts, or None if it takes arbitrary ones (which the
+    constructor then checks itself). GooseDrafter takes GooseConfig's fields plus `name`."""
+    from goose.method.config import GooseConfig
+    from goose.method.drafter import GooseDrafter
+
+    params = inspect.signature(cls.__init__).parameters.values()
+    named = tuple(
+        p.name for p in params if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    )
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        if issubclass(cls, GooseDrafter):
+            return named + GooseConfig.field_names()
+        return None
+    return named
+
+
+def _import_class(target: str) -> type:
+    """The class named by a dotted path `package.module.Class`."""
+    module_name, _, name = target.rpartition(".")
+    cls = getattr(importlib.import_module(module_name), name) if module_name else None
+    if not isinstance(cls, type):
+        raise ImportError(f"{target} is not a class")
+    return cls
+
+
+def check_drafter(method: str, drafter: Mapping[str, Any]) -> None:
+    """`method.drafter` must name a class (`_target_`) and pass only keywords it accepts."""
+    target = drafter.get("_target_")
+    if not isinstance(target, str) or not target:
+        raise ValueError(
+            f"method.drafter._target_ = {target!r}: must name a drafter class, e.g. goose.method.drafter.GooseDrafter"
+        )
+    try:
+        cls = _import_class(target)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(
+            f"method.drafter._target_ = {target!r}: cannot be imported ({type(exc).__name__}: {exc})"
+        ) from None
+    allowed = drafter_parameters(cls)
+    if allowed is None:
+        return
+    for key, value in drafter.items():
+        if not str(key).startswith("_") and key not in allowed:
+            raise ValueError(
+                f"method.drafter.{key} = {value!r}: not a hyperparameter of {cls.__name__} (method={method}); "
+                f"valid ones: {', '.join(allowed)}"
+            )
+
+
+def validate_config(cfg: DictConfig | Mapping[str, Any]) -> None:
+    """Raise ValueError (field, value, allowed range) unless the composed config is valid."""
+    plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    plain.pop("hydra", None)
+    check_node("", plain, GooseBenchConfig)
+    check_drafter(str(plain["method"].get("name")), plain["method"]["drafter"])

@@ -1,0 +1,167 @@
+"""GooseDrafter: routing per cycle and the bookkeeping between cycles (SPEC "Goose" steps 3-7).
+
+Per cycle (`propose`):
+  anchor has adjacency successors -> tree: "spine_tree" if the context matcher has a chain,
+                                     else "branch_tree" (a tree of < 2 nodes falls back to "ar")
+  else the matcher has a chain    -> "chain": the match verified as a plain chain (SPINE nodes)
+  else                            -> "ar": the anchor alone
+On the tree route with a chain, the confidence c of the match sets the chain extension, B_eff and
+the spine ratio (see goose.method.confidence). After verification (`observe`) every node's logits update
+the adjacency table (prev = parent token, the root's prev = committed[-2]) and a spine tree
+updates the spine-acceptance EMA a and the spine-continuation counters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from goose.engine.drafter import Drafter, VerifyOutcome
+from goose.engine.tree import BRANCH, SPINE, DraftTree
+from goose.method.confidence import (
+    SpineAcceptanceEMA,
+    effective_budget,
+    extension_limit,
+    match_confidence,
+    spine_ratio,
+)
+from goose.method.config import GooseConfig
+from goose.method.spine_tree import build_spine_tree
+from goose.sources.adjacency import AdjacencyTable
+from goose.sources.context_matcher import ContextMatch, ContextMatcher
+
+ROUTES = ("spine_tree", "branch_tree", "chain", "ar")
+
+
+class GooseDrafter(Drafter):
+    """Goose: anisotropic spine trees from a context matcher (spine) and an adjacency table
+    (branches).
+
+    Keyword arguments are the fields of `GooseConfig` (B = budget, D = max_depth, K = k, ρ = rho,
+    α = ema_alpha, ...), so `hydra.utils.instantiate` builds it from conf/method/goose.yaml.
+
+    stats keys (per prompt):
+      route_<route>              cycles per route ("spine_tree", "branch_tree", "chain", "ar")
+      chain_extensions           tree cycles whose chain grew by repeated matching (c > 0.6) ...
+      chain_extension_tokens     ... and the tokens that added
+      b_eff_sum                  sum of B_eff over the verified trees (mean B_eff = b_eff_sum /
+                                 (route_spine_tree + route_branch_tree))
+      tree_fallback_ar           trees of < 2 nodes sent as AR steps instead
+      spine_continuations        spine-tree cycles whose accepted path left the spine through a
+                                 branch and accepted at least one branch token ...
+      spine_continuation_tokens  ... and the accepted branch tokens of those cycles
+    """
+
+    def __init__(self, name: str = "goose", **hyperparameters: Any) -> None:
+        super().__init__(name=name)
+        self.cfg = GooseConfig(**hyperparameters)
+        self.matcher = ContextMatcher(self.cfg.ngram_lengths, self.cfg.max_chain)
+        self.ema = SpineAcceptanceEMA(self.cfg.ema_alpha, self.cfg.ema_init)
+        self.table: AdjacencyTable | None = None
+        self.confidence = 0.0  # c of the current cycle (0 off the tree-with-chain route)
+        self.b_eff = self.cfg.budget  # B_eff of the current cycle's tree
+        self._prev_anchor: int | None = None
+
+    @classmethod
+    def from_config(cls, cfg: GooseConfig, name: str = "goose") -> GooseDrafter:
+        return cls(name=name, **{f: getattr(cfg, f) for f in GooseConfig.field_names()})
+
+    def config(self) -> dict[str, Any]:
+        return self.cfg.as_dict()
+
+    # ---------------------------------------------------------------- per prompt
+    @property
+    def needs_prefill_logits(self) -> bool:  # type: ignore[override]
+        """The adjacency table is seeded from the prefill logits only with `prefill_harvest`."""
+        return self.cfg.prefill_harvest
+
+    def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
+        """Fresh adjacency table (prefill harvest if on), context pool = the prompt, a = a_0."""
+        super().begin(prompt_ids, prefill_logits)
+        vocab = int(prefill_logits.shape[-1])
+        if self.table is None or self.table.vocab_size != vocab:
+            self.table = AdjacencyTable(vocab, self.cfg.k, use_scores=True, use_bigram=self.cfg.use_bigram)
+        else:
+            self.table.reset()
+        if self.cfg.prefill_harvest:
+            self.table.update_from_prefill(prompt_ids, prefill_logits)
+        self.matcher.reset()
+        self.matcher.append(prompt_ids)
+        self.ema.reset()
+        self.confidence = 0.0
+        self._prev_anchor = None
+
+    # ---------------------------------------------------------------- per cycle
+    def propose(self, committed: list[int]) -> DraftTree:
+        if self.table is None:
+            raise RuntimeError("GooseDrafter.begin() must be called before propose()")
+        self.matcher.sync(committed)
+        anchor = int(committed[-1])
+        prev = int(committed[-2]) if len(committed) >= 2 else None
+        self._prev_anchor = prev
+        self.confidence = 0.0
+        found = self.matcher.match()
+        successors, _ = self.table.successors(anchor, prev)
+        if successors:
+            tree = self._build_tree(anchor, prev, found)
+            route = "spine_tree" if SPINE in tree.sources else "branch_tree"
+            if len(tree) < 2:
+                self.count("tree_fallback_ar")
+                tree, route = DraftTree.single(anchor), "ar"
+            else:
+                self.count("b_eff_sum", self.b_eff)
+        elif found.chain:
+            tree, route = DraftTree.chain(anchor, found.chain, SPINE), "chain"
+        else:
+            tree, route = DraftTree.single(anchor), "ar"
+        self.route = route
+        self.count(f"route_{route}")
+        return tree
+
+    def _build_tree(self, anchor: int, prev: int | None, found: ContextMatch) -> DraftTree:
+        """Confidence-adaptive setup (SPEC step 5), then the spine tree (step 6)."""
+        cfg = self.cfg
+        chain = found.chain
+        c = 0.0
+        if chain and cfg.use_confidence:
+            c = match_confidence(len(chain), found.consensus, cfg.long_match)
+            if c > cfg.chain_extension_threshold:
+                extended = self.matcher.extend_chain(
+                    chain, extension_limit(c, cfg.max_extended_chain), require_consensus=c >= 1.0
+                )
+                if len(extended) > len(chain):
+                    self.count("chain_extensions")
+                    self.count("chain_extension_tokens", len(extended) - len(chain))
+                chain = extended
+        self.confidence = c
+        b_eff = self.b_eff = effective_budget(c, cfg.budget, cfg.max_extended_chain)
+        ratio = spine_ratio(c, self.ema.value, cfg.spine_ratio_tiers, cfg.spine_ratio_thresholds)
+        return build_spine_tree(
+            self.table,
+            anchor,
+            prev,
+            chain,
+            budget=b_eff,
+            ratio=ratio,
+            rho=cfg.rho,
+            max_depth=cfg.max_depth,
+            k=cfg.k,
+            min_score=cfg.min_score,
+        )
+
+    def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
+        """Adjacency update from every node; EMA and spine continuation after a spine tree."""
+        if self.table is None:
+            return
+        self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, self._prev_anchor)
+        spine_nodes = tree.sources.count(SPINE)  # L of the verified tree (it may have been cut)
+        if self.route != "spine_tree" or spine_nodes == 0:
+            return
+        path = outcome.accepted_nodes[1:]
+        spine_accepted = sum(1 for u in path if tree.sources[u] == SPINE)
+        branch_accepted = sum(1 for u in path if tree.sources[u] == BRANCH)
+        self.ema.update(spine_accepted, spine_nodes)
+        if spine_accepted and branch_accepted:
+            self.count("spine_continuations")
+            self.count("spine_continuation_tokens", branch_accepted)

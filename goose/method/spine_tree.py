@@ -1,0 +1,129 @@
+"""The anisotropic spine tree (SPEC "Goose" step 6).
+
+Layout of a tree of budget B_eff (root included):
+  node 0          the anchor (ROOT)
+  nodes 1..L      the spine: the first L chain tokens as one chain under the root (SPINE)
+  then            root alternatives, spine-node alternatives, breadth-first branch extension (BRANCH)
+
+L = min(len(chain), int(B_eff * ratio)); branch budget = B_eff - 1 - L, of which the spine share
+max(1, int(branch_budget * ρ)) hangs on the spine (split with weights 1/i) and the rest on the root.
+Whatever the alternatives leave unused (too few successors, scores below min_score) goes to the
+breadth-first extension, which stops when the tree holds B_eff nodes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Protocol
+
+from goose.engine.tree import BRANCH, SPINE, DraftTree
+from goose.method.confidence import safe_ceil, safe_floor, spine_length
+
+
+class SuccessorSource(Protocol):
+    """What the builder needs from the adjacency table (goose.sources.adjacency.AdjacencyTable)."""
+
+    def successors(self, token: int, prev: int | None = None) -> tuple[list[int], list[float]]: ...
+
+
+def harmonic_split(total: int, n: int) -> list[int]:
+    """Split `total` alternatives over n spine nodes with weights 1/i (i = 1..n).
+
+    Rounding: largest remainder (Hamilton). Each node gets the floor of its quota
+    total * (1/i) / H_n; the units left over go to the largest fractional parts, ties to the
+    node nearer the root. The result sums exactly to `total` and never increases with depth.
+    Example: harmonic_split(19, 20) = [5, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0].
+    """
+    if n <= 0 or total <= 0:
+        return [0] * max(n, 0)
+    weights = [1.0 / i for i in range(1, n + 1)]
+    h = sum(weights)
+    quotas = [total * w / h for w in weights]
+    shares = [int(q) for q in quotas]
+    left = total - sum(shares)
+    by_remainder = sorted(range(n), key=lambda i: (-(quotas[i] - shares[i]), i))
+    for i in by_remainder[:left]:
+        shares[i] += 1
+    return shares
+
+
+def branch_shares(budget: int, spine_len: int, rho: float) -> tuple[int, int]:
+    """(root share, spine share) of the branch budget B_eff - 1 - L.
+
+    Spine share = max(1, int(branch_budget * ρ)) when L > 0, the rest to the root. Reading for
+    ρ = 0 (the "no spine branches" ablation): the spine gets nothing, the max(1, .) floor applies
+    only when spine branches are enabled. With no branch budget left there is nothing to share.
+    """
+    branch_budget = max(0, budget - 1 - spine_len)
+    if spine_len <= 0 or branch_budget == 0 or rho <= 0.0:
+        return branch_budget, 0
+    spine_share = min(branch_budget, max(1, safe_floor(branch_budget * rho)))
+    return branch_budget - spine_share, spine_share
+
+
+def build_spine_tree(
+    table: SuccessorSource,
+    anchor: int,
+    prev: int | None,
+    chain: Sequence[int],
+    *,
+    budget: int,
+    ratio: float,
+    rho: float = 0.5,
+    max_depth: int = 6,
+    k: int = 10,
+    min_score: float = 0.01,
+) -> DraftTree:
+    """Build the spine tree (a pure branch tree when `chain` is empty).
+
+    table      adjacency table (successors by descending score; bigram key (prev, token))
+    anchor     node 0's token, the last committed token; `prev` the token before it (or None)
+    chain      context-matched (possibly extended) continuation; its first L tokens form the spine
+    budget     B_eff, the node budget including the root
+    ratio      spine ratio: L = min(len(chain), int(B_eff * ratio))
+    rho        ρ, share of the branch budget hung on the spine
+    max_depth  D: only branch nodes shallower than D are extended
+    k          K: a node at depth d gets at most max(1, K // d) children in the extension
+    min_score  successors scoring below this are never drafted
+    """
+    L = spine_length(len(chain), budget, ratio)
+    tree = DraftTree.chain(anchor, [int(t) for t in chain[:L]], SPINE)
+    root_share, spine_share = branch_shares(budget, L, rho)
+    frontier: deque[tuple[int, float]] = deque()  # (branch node, the score it was drafted with)
+    used: list[set[int]] = [set() for _ in range(L + 1)]  # tokens already under each node
+    for i in range(L):
+        used[i].add(tree.tokens[i + 1])
+
+    def attach(parent: int, tokens: list[int], scores: list[float], limit: int) -> None:
+        """Hang up to `limit` alternatives under `parent`, best score first."""
+        added = 0
+        for token, score in zip(tokens, scores, strict=True):
+            if added >= limit or len(tree) >= budget or score < min_score:
+                break
+            token = int(token)
+            if token in used[parent]:
+                continue
+            node = tree.add(token, parent, BRANCH)
+            used[parent].add(token)
+            used.append(set())
+            added += 1
+            if tree.depths[node] < max_depth:
+                frontier.append((node, score))
+
+    # Root alternatives: the anchor's successors, skipping the first spine token.
+    attach(0, *table.successors(anchor, prev), root_share)
+    # Spine-node alternatives: spine share split 1/i over spine nodes, skipping the next spine token.
+    for i, share in enumerate(harmonic_split(spine_share, L), start=1):
+        if share > 0:
+            attach(i, *table.successors(tree.tokens[i], tree.tokens[i - 1]), share)
+    # Breadth-first extension of branch nodes shallower than D until the budget is spent.
+    while frontier and len(tree) < budget:
+        node, score = frontier.popleft()
+        depth = tree.depths[node]
+        tokens, scores = table.successors(tree.tokens[node], tree.tokens[tree.parents[node]])
+        remaining = budget - len(tree)
+        width = max(1, min(len(tokens), safe_ceil(remaining * score)))
+        width = min(width, max(1, k // depth))
+        attach(node, tokens, scores, width)
+    return tree

@@ -1,0 +1,384 @@
+"""analysis/: aggregation (τ ratio of sums, speedup on shared prompts, synergy gain), labels,
+sensitivity, losslessness, the figure driver's outputs, skipping of absent experiments, and no
+torch import. Runs on synthetic rows written to tmp_path (fast, no model)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis import heterogeneity, losslessness, make_figures, reproduction, sensitivity, tau_decomposition
+from analysis.load import cells, common_prompts, load, load_rows
+from analysis.main_results import main_cells
+from analysis.topology import pick_tree, tree_layout
+from goose.method.config import GooseConfig
+from goose.records.results import append_row, config_hash
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOSE = GooseConfig().as_dict()
+CONFIGS = {
+    "ar": {},
+    "pld": {"ngram_sizes": [3, 2, 1], "num_draft": 10},
+    "tr": {"k": 8},
+    "iso3": {"branching": 3, "budget": 60},
+    "iso5": {"branching": 5, "budget": 60},
+    "eagle2": {"budget": 60},
+    "goose": GOOSE,
+}
+SPINE_TREE = {  # root, a 4-node spine, two branches off the root and one off the first spine node
+    "tokens": [1, 2, 3, 4, 5, 6, 7, 8],
+    "parents": [-1, 0, 1, 2, 3, 0, 0, 1],
+    "sources": [0, 1, 1, 1, 1, 2, 2, 2],
+    "depths": [0, 1, 2, 3, 4, 1, 1, 2],
+    "accepted": [0, 1, 2],
+}
+
+
+def row(
+    method, prompt, gen, calls, wall, bench="humaneval", config=None, offered=(0, 0), accepted=(0, 0), **extra
+):
+    cfg = CONFIGS.get(method, {}) if config is None else config
+    r = {
+        "model": "tiny",
+        "bench": bench,
+        "method": method,
+        "method_config": cfg,
+        "config_hash": config_hash(cfg),
+        "max_new_tokens": 64,
+        "dtype": "float32",
+        "prompt_id": prompt,
+        "generated_tokens": gen,
+        "forward_calls": calls,
+        "tau": gen / calls if calls else 0.0,
+        "wall_time_s": wall,
+        "tokens_per_s": gen / wall if wall else 0.0,
+        "offered": {"spine": offered[0], "branch": offered[1]},
+        "accepted": {"spine": accepted[0], "branch": accepted[1]},
+        "sample_tree": {"tokens": [1], "parents": [-1], "sources": [0], "depths": [0], "accepted": [0]},
+        "lossless": True,
+        "first_diff": None,
+        "diff_margin": None,
+        "near_tie": None,
+        "status": "ok",
+        "experiment": "test",
+        "session_id": "s1",
+        "hardware": {"cpu": "x86_64", "cpu_count": 2, "gpu": None},
+        # time split: 0.1 s of every second of wall time is prefill, each step spends 10% drafting,
+        # 80% in the forward, 5% walking, 5% updating
+        "prefill_s": 0.1 * wall,
+        "draft_s": 0.09 * wall,
+        "verify_s": 0.765 * wall,
+        "forward_s": 0.72 * wall,
+        "walk_s": 0.045 * wall,
+        "update_s": 0.045 * wall,
+    }
+    r.update(extra)
+    return r
+
+
+def write(tmp_path: Path, rows) -> Path:
+    d = tmp_path / "results"
+    for r in rows:
+        append_row(d / r["model"] / f"{r['bench']}.jsonl", r)
+    return d
+
+
+def grid_rows():
+    """Two benches, the main grid, iso at B_eff, one ablation, and a Goose B / ρ sweep."""
+    rows = []
+    for bench in ("humaneval", "gsm8k"):
+        for p in ("p0", "p1"):
+            rows.append(row("ar", p, 40, 40, 4.0, bench))
+            rows.append(
+                row(
+                    "pld",
+                    p,
+                    40,
+                    20,
+                    2.5,
+                    bench,
+                    offered=(100, 0),
+                    accepted=(20, 0),
+                    sample_tree={
+                        **SPINE_TREE,
+                        "parents": [-1, 0, 1, 2, 3, 4, 5, 6],
+                        "sources": [0] + [1] * 7,
+                        "accepted": [0, 1, 2, 3],
+                    },
+                )
+            )
+            rows.append(row("tr", p, 40, 25, 3.0, bench, offered=(0, 400), accepted=(0, 15)))
+            rows.append(row("iso3", p, 40, 24, 3.0, bench, offered=(0, 300), accepted=(0, 16)))
+            rows.append(row("iso5", p, 40, 26, 3.2, bench, offered=(0, 300), accepted=(0, 14)))
+            rows.append(row("iso3_beff", p, 40, 23, 3.0, bench, offered=(0, 300), accepted=(0, 17)))
+            rows.append(row("eagle2", p, 40, 22, 3.0, bench, offered=(0, 300), accepted=(0, 18)))
+            rows.append(
+                row(
+                    "goose",
+                    p,
+                    40,
+                    16,
+                    2.0,
+                    bench,
+                    offered=(60, 200),
+                    accepted=(30, 20),
+                    sample_tree=SPINE_TREE,
+                )
+            )
+            rows.append(row("goose_no_bigram", p, 40, 18, 2.2, bench, offered=(60, 200), accepted=(30, 15)))
+            for b, calls in ((30, 20), (90, 15)):
+                rows.append(
+                    row("goose", p, 40, calls, 2.0, bench, config={**GOOSE, "budget": b}, experiment="sens")
+                )
+            for rho, calls in ((0.25, 17), (0.75, 16)):
+                rows.append(
+                    row("goose", p, 40, calls, 2.0, bench, config={**GOOSE, "rho": rho}, experiment="sens")
+                )
+    return rows
+
+
+@pytest.fixture
+def grid(tmp_path):
+    return write(tmp_path, grid_rows())
+
+
+def test_tau_is_a_ratio_of_sums_not_a_mean_of_ratios(tmp_path):
+    d = write(tmp_path, [row("goose", "p0", 10, 2, 1.0), row("goose", "p1", 30, 20, 1.0)])
+    c = cells(load_rows(d))
+    assert len(c) == 1
+    assert c["tau"].iloc[0] == pytest.approx(40 / 22)
+    assert c["tau"].iloc[0] != pytest.approx((10 / 2 + 30 / 20) / 2)
+
+
+def test_speedup_counts_only_prompts_both_completed(tmp_path):
+    rows = [
+        row("ar", "p0", 10, 10, 2.0),
+        row("ar", "p1", 10, 10, 2.0),
+        row("goose", "p0", 10, 5, 1.0),
+        row("goose", "p1", 10, 5, 1.0),
+        row("goose", "p2", 10, 1, 0.01),  # AR never ran p2: must not count
+    ]
+    res = load(write(tmp_path, rows))
+    c = cells(res.rows).set_index("method")
+    assert c.loc["goose", "speedup"] == pytest.approx(2.0)
+    # The main table compares every method on the prompts all of them completed: τ drops p2 too.
+    m = main_cells(res).set_index("method")
+    assert m.loc["goose", "prompts"] == 2
+    assert m.loc["goose", "tau"] == pytest.approx(2.0)
+    assert m.loc["goose", "speedup"] == pytest.approx(2.0)
+
+
+def test_common_prompts_intersects_per_setting(tmp_path):
+    rows = [row("ar", p, 10, 10, 1.0) for p in ("p0", "p1", "p2")] + [
+        row("pld", p, 10, 5, 1.0) for p in ("p1", "p2")
+    ]
+    rows += [row("ar", "q0", 10, 10, 1.0, bench="gsm8k")]
+    df = common_prompts(load_rows(write(tmp_path, rows)))
+    assert sorted(df.loc[df["bench"] == "humaneval", "prompt_id"].unique()) == ["p1", "p2"]
+    assert list(df.loc[df["bench"] == "gsm8k", "prompt_id"]) == ["q0"]
+
+
+def test_failed_rows_dropped_and_first_duplicate_wins(tmp_path):
+    rows = [
+        row("goose", "p0", 10, 5, 1.0),
+        row("goose", "p0", 10, 1, 1.0),  # a re-run of the same cell key: ignored
+        row("goose", "p1", 0, 0, 0.0, status="failed", error="RuntimeError: boom"),
+        row("goose", "p2", 0, 0, 0.0, status="failed", error="RuntimeError: boom"),
+        row("goose", "p2", 10, 2, 1.0),  # a later ok run of a failed prompt is kept
+    ]
+    res = load(write(tmp_path, rows))
+    assert sorted(res.rows["prompt_id"]) == ["p0", "p2"]
+    assert res.rows.set_index("prompt_id").loc["p0", "forward_calls"] == 5
+    assert res.rows.attrs["n_duplicates"] == 1 and res.rows.attrs["n_failed_rows"] == 2
+    assert list(res.failed["prompt_id"]) == ["p1"]
+
+
+def test_labels_name_the_varied_hyperparameter(grid):
+    df = load_rows(grid)
+    labels = set(df.loc[df["method"] == "goose", "label"])
+    assert labels == {"Goose", "Goose B=30", "Goose B=90", "Goose ρ=0.25", "Goose ρ=0.75"}
+    assert df.loc[(df["method"] == "goose") & (df["label"] == "Goose"), "is_reference"].all()
+
+
+def test_synergy_gain(grid):
+    per_bench, per_model = tau_decomposition.decomposition(load(grid))
+    # τ_PLD = 2, τ_TR = 1.6, τ_Goose = 2.5 on every bench.
+    assert set(per_bench["base_from"]) == {"PLD"}
+    assert per_bench["base"].tolist() == pytest.approx([2.0, 2.0])
+    assert per_bench["gain"].tolist() == pytest.approx([0.5, 0.5])
+    assert per_model["gain_pct"].iloc[0] == pytest.approx(25.0)
+
+
+def test_synergy_gain_can_be_negative(tmp_path):
+    rows = [row("pld", "p0", 40, 10, 1.0), row("tr", "p0", 40, 20, 1.0), row("goose", "p0", 40, 16, 1.0)]
+    per_bench, _ = tau_decomposition.decomposition(load(write(tmp_path, rows)))
+    assert per_bench["gain_pct"].iloc[0] == pytest.approx(100 * (2.5 / 4.0 - 1))
+
+
+def test_sensitivity_sweeps_plateau_and_spread(grid):
+    s, notes = sensitivity.sweeps(load(grid))
+    assert set(s["param"]) == {"budget", "rho"} and not notes
+    budget = s[(s["param"] == "budget") & (s["bench"] == "humaneval")].set_index("value")["tau"]
+    assert budget.to_dict() == pytest.approx({30: 2.0, 60: 2.5, 90: 40 / 15})
+    # 2.5 >= 0.98 * 2.667 is false, so the plateau starts at B=90 here; ρ spread = 2.5 - 40/17.
+    assert sensitivity.plateau_onset(s, "budget") == {"tiny": 90.0}
+    assert sensitivity.spread(s, "rho")["tiny"] == pytest.approx(2.5 - 40 / 17)
+
+
+def test_heterogeneity_rates_and_fallback(tmp_path):
+    rows = [
+        row("goose", "p0", 10, 5, 1.0, offered=(0, 100), accepted=(0, 5)),  # Goose drafted no spine token
+        row("pld", "p0", 10, 5, 1.0, offered=(50, 0), accepted=(25, 0)),
+    ]
+    rates = heterogeneity.source_rates(load(write(tmp_path, rows))).iloc[0]
+    assert rates["p_s_from"] == "pld" and rates["p_t_from"] == "goose"
+    assert rates["p_s"] == pytest.approx(0.5) and rates["p_t"] == pytest.approx(0.05)
+    assert rates["p_ratio"] == pytest.approx(10.0)
+
+
+def test_losslessness_lists_real_mismatches(tmp_path, capsys):
+    rows = [
+        row("ar", "p0", 10, 10, 1.0),
+        row("goose", "p0", 10, 5, 1.0, lossless=False, first_diff=7, diff_margin=3.5, near_tie=False),
+        row("pld", "p0", 10, 5, 1.0, lossless=False, first_diff=2, diff_margin=1e-5, near_tie=True),
+    ]
+    res = load(write(tmp_path, rows))
+    c = losslessness.lossless_cells(res).set_index("method")
+    assert c.loc["goose", "real"] == 1 and c.loc["pld", "near_tie"] == 1 and c.loc["pld", "real"] == 0
+    out = losslessness.build(res, tmp_path / "fig")
+    md = (tmp_path / "fig" / "losslessness.md").read_text()
+    assert "⚠ Goose" in md and "p0 @7" in md and "1 REAL mismatches" in md
+    assert any("real mismatches" in n for n in out.notes)
+
+
+def test_tree_layout_keeps_the_spine_straight():
+    x, y = tree_layout(SPINE_TREE["parents"], SPINE_TREE["sources"])
+    spine = [i for i, s in enumerate(SPINE_TREE["sources"]) if s in (0, 1)]
+    assert x.tolist() == SPINE_TREE["depths"]
+    assert len({y[i] for i in spine}) == 1  # root and spine on one line
+    leaves = [5, 6, 7, 4]
+    assert len({y[i] for i in leaves}) == 4  # every leaf its own slot
+
+
+def test_pick_tree_prefers_anisotropic_goose_trees():
+    branch_only = {
+        "tokens": [1, 2, 3],
+        "parents": [-1, 0, 1],
+        "sources": [0, 2, 2],
+        "depths": [0, 1, 2],
+        "accepted": [0, 1, 2],
+    }
+    rows = [{"sample_tree": branch_only}, {"sample_tree": SPINE_TREE}, {"sample_tree": None}]
+    assert pick_tree(rows, prefer_spine=True)["sample_tree"] is SPINE_TREE
+    assert pick_tree(rows)["sample_tree"] is branch_only  # longer accepted path
+
+
+def test_paper_values_each_have_a_source_and_reach_the_table(grid, tmp_path):
+    pv = reproduction.paper_values()
+    assert all(c.get("source") for c in pv["claims"].values())
+    reproduction.build(load(grid), tmp_path / "fig")
+    md = (tmp_path / "fig" / "reproduction.md").read_text()
+    sp = pv["claims"]["speedup"]
+    assert f"{sp['low']}–{sp['high']}×" in md
+    assert "NOT the paper's" in md  # "tiny" is not one of the paper's models
+
+
+EXPECTED = {
+    "README.md",
+    "time_split.md",
+    "time_split.tex",
+    "all_cells.csv",
+    "main_results.md",
+    "main_results.tex",
+    "main_results_long.md",
+    "main_speedup.png",
+    "main_speedup.pdf",
+    "main_tau.png",
+    "tau_decomposition.png",
+    "tau_decomposition.md",
+    "sensitivity.png",
+    "sensitivity.pdf",
+    "sensitivity.md",
+    "heterogeneity.png",
+    "heterogeneity.md",
+    "iso_vs_goose.md",
+    "iso_vs_goose.tex",
+    "ablations.md",
+    "topology.png",
+    "topology.pdf",
+    "reproduction.md",
+    "reproduction.tex",
+    "losslessness.md",
+}
+
+
+def test_make_figures_writes_every_file(grid, tmp_path, capsys):
+    out = tmp_path / "fig"
+    assert make_figures.main(["--results", str(grid), "--out", str(out)]) == 0
+    written = {p.name for p in out.iterdir()}
+    assert EXPECTED <= written, EXPECTED - written
+    printed = capsys.readouterr().out
+    assert not [ln for ln in printed.splitlines() if ln.startswith(("skipped", "FAILED"))], printed
+    readme = (out / "README.md").read_text()
+    for name in EXPECTED - {"README.md"}:
+        assert name in readme
+    main = (out / "main_results.md").read_text()
+    assert "2.50" in main and "2.00×" in main  # Goose τ 40/16, speedup (40/2)/(40/4)
+
+
+def test_missing_experiments_are_skipped_without_crashing(tmp_path, capsys):
+    d = write(
+        tmp_path, [row("ar", "p0", 10, 10, 1.0), row("goose", "p0", 10, 5, 1.0, sample_tree=SPINE_TREE)]
+    )
+    out = tmp_path / "fig"
+    assert make_figures.main(["--results", str(d), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "skipped sensitivity" in printed and "skipped tau_decomposition" in printed
+    assert (out / "main_speedup.png").exists() and (out / "losslessness.md").exists()
+    assert "*Skipped:*" in (out / "README.md").read_text()
+    # An empty or absent results directory writes only the README.
+    assert make_figures.main(["--results", str(tmp_path / "none"), "--out", str(tmp_path / "fig2")]) == 0
+    assert sorted(p.name for p in (tmp_path / "fig2").iterdir()) == [".manifest", "README.md"]
+
+
+def test_analysis_never_imports_torch():
+    code = (
+        "import sys, analysis.make_figures, analysis.load, analysis.report\n"
+        "assert 'torch' not in sys.modules, 'analysis imported torch'"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_nan_speedup_without_ar(tmp_path):
+    c = cells(load_rows(write(tmp_path, [row("goose", "p0", 10, 5, 1.0)])))
+    assert math.isnan(c["speedup"].iloc[0])
+
+
+def test_stale_outputs_of_an_earlier_run_are_removed(grid, tmp_path):
+    out = tmp_path / "fig"
+    assert make_figures.main(["--results", str(grid), "--out", str(out)]) == 0
+    assert (out / "sensitivity.png").exists()
+    (out / "notes.txt").write_text("mine")  # not written by make_figures: must survive
+    small = write(tmp_path / "small", [row("ar", "p0", 10, 10, 1.0), row("goose", "p0", 10, 5, 1.0)])
+    assert make_figures.main(["--results", str(small), "--out", str(out)]) == 0
+    assert not (out / "sensitivity.png").exists() and not (out / "ablations.md").exists()
+    assert (out / "main_results.md").exists() and (out / "notes.txt").exists()
+
+
+def test_time_split_per_step_and_shares(tmp_path):
+    from analysis import time_split
+
+    d = write(
+        tmp_path,
+        [row("ar", "p0", 10, 10, 1.0), row("goose", "p0", 40, 11, 2.0), row("goose", "p1", 40, 11, 2.0)],
+    )
+    t = time_split.step_times(load(d))
+    (r,) = t.itertuples()
+    assert r.method == "goose" and r.steps == 20  # (11 - 1) steps per prompt
+    assert r.step_ms == pytest.approx(1e3 * 0.9 * 4.0 / 20)  # draft + verify + update = 0.9 of wall
+    assert r.draft_share == pytest.approx(0.1) and r.bookkeeping_share == pytest.approx(0.2)

@@ -1,0 +1,88 @@
+"""End to end on the real SmolLM2-135M (fp32): every method's output is token-identical to AR.
+
+The non-slow tests are CI's real-model smoke test; the slow ones cover more prompts and methods.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from goose.engine.decode import generate
+from goose.engine.drafter import ARDrafter
+from tests.conftest import ROOT, bench_prompts
+
+TREE_METHODS = ("tr", "iso3", "iso5", "eagle2", "goose")
+
+
+def drafter(method: str):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose(config_name="config", overrides=[f"method={method}"])
+    return instantiate(cfg.method.drafter, _convert_="all")
+
+
+def assert_lossless(smollm2, method: str, bench: str, limit: int, max_new: int) -> list[float]:
+    loaded, engine = smollm2
+    taus = []
+    d = drafter(method)  # one drafter across prompts, as in a run (TR's table persists)
+    for p in bench_prompts(bench, limit):
+        ids = loaded.tokenizer(p.text).input_ids
+        ref = generate(engine, ARDrafter(), ids, max_new)
+        got = generate(engine, d, ids, max_new)
+        assert got.output_ids == ref.output_ids, f"{method} differs from AR on {bench} {p.prompt_id}"
+        assert got.forward_calls <= ref.forward_calls
+        taus.append(got.tau)
+    return taus
+
+
+@pytest.mark.parametrize("bench", ["humaneval", "gsm8k", "mtbench"])
+def test_pld_identical_to_ar_smoke(smollm2, bench):
+    taus = assert_lossless(smollm2, "pld", bench, limit=2, max_new=32)
+    assert all(t >= 1.0 for t in taus)
+
+
+def test_goose_identical_to_ar_smoke(smollm2):
+    taus = assert_lossless(smollm2, "goose", "humaneval", limit=2, max_new=48)
+    assert max(taus) > 1.0  # the drafts are accepted at least sometimes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ("pld", *TREE_METHODS))
+@pytest.mark.parametrize("bench", ["humaneval", "gsm8k", "mtbench", "mbpp"])
+def test_methods_identical_to_ar(smollm2, method, bench):
+    assert_lossless(smollm2, method, bench, limit=4, max_new=96)
+
+
+def test_run_py_writes_rows_with_every_field(tmp_path):
+    cmd = [
+        sys.executable,
+        "run.py",
+        "method=pld",
+        "bench=humaneval",
+        "bench.limit=2",
+        "max_new_tokens=16",
+        f"out_dir={tmp_path}",
+        "wandb=disabled",
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "speedup" in proc.stdout and "lossless" in proc.stdout
+    rows = [json.loads(x) for x in (tmp_path / "smollm2-135m" / "humaneval.jsonl").read_text().splitlines()]
+    assert sorted(r["method"] for r in rows) == ["ar", "ar", "pld", "pld"]
+    required = (
+        "model bench method method_config prompt_id generated_tokens forward_calls tau wall_time_s "
+        "tokens_per_s offered accepted lossless hardware dtype versions git_commit output_ids"
+    ).split()
+    for r in rows:
+        missing = [k for k in required if k not in r]
+        assert not missing, missing
+        assert r["lossless"] is True and r["tau"] == r["generated_tokens"] / r["forward_calls"]
+    # resume: the same command again runs nothing new
+    proc2 = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc2.returncode == 0
+    assert len((tmp_path / "smollm2-135m" / "humaneval.jsonl").read_text().splitlines()) == 4

@@ -1,0 +1,155 @@
+"""budget=auto: the prefix cut, the choice of b against the latency curve, the acceptance
+statistics, and losslessness of wrapped drafters on a tiny model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from baselines.pld import PromptLookupDrafter
+from goose.engine.auto_budget import AcceptanceModel, AutoBudgetDrafter, prefix_tree, wrap_auto_budget
+from goose.engine.cost_model import LatencyTable
+from goose.engine.decode import generate
+from goose.engine.drafter import ARDrafter, Drafter, VerifyOutcome
+from goose.engine.tree import BRANCH, SPINE, DraftTree
+from goose.engine.verifier import VerificationEngine
+from goose.method.drafter import GooseDrafter
+from tests.tiny_models import tiny_model
+
+FLAT = LatencyTable(sizes=[1, 128], seconds=[1.0, 1.0])
+STEEP = LatencyTable(sizes=[1, 128], seconds=[1.0, 128.0])  # latency(n) = n
+
+
+def spine_tree(anchor: int = 1, spine: int = 6, branches: int = 6) -> DraftTree:
+    tree = DraftTree.chain(anchor, list(range(10, 10 + spine)), SPINE)
+    for j in range(branches):
+        tree.add(100 + j, j % (spine + 1), BRANCH)
+    return tree
+
+
+class FixedDrafter(Drafter):
+    """Proposes the same tree every step; records what it observed."""
+
+    def __init__(self, tree: DraftTree):
+        super().__init__(name="fixed")
+        self.tree = tree
+        self.seen: list[tuple[DraftTree, VerifyOutcome]] = []
+
+    def propose(self, committed):
+        self.route = "tree"
+        tokens = [committed[-1], *self.tree.tokens[1:]]
+        return DraftTree(tokens, list(self.tree.parents), list(self.tree.sources))
+
+    def observe(self, tree, outcome):
+        self.seen.append((tree, outcome))
+
+
+def test_prefix_tree_is_a_valid_ancestor_closed_tree():
+    tree = spine_tree()
+    for b in range(1, len(tree) + 1):
+        cut = prefix_tree(tree, b)
+        cut.validate()
+        assert cut.tokens == tree.tokens[:b] and cut.parents == tree.parents[:b]
+
+
+def test_flat_latency_keeps_everything_steep_latency_cuts_to_ar():
+    tree = spine_tree()
+    flat = AutoBudgetDrafter(ARDrafter(), FLAT)
+    steep = AutoBudgetDrafter(ARDrafter(), STEEP)
+    keys = flat.acceptance.keys(tree)
+    assert flat.choose(tree, keys) == len(tree)
+    assert steep.choose(tree, keys) == 1
+    assert AutoBudgetDrafter(ARDrafter(), FLAT, max_nodes=5).choose(tree, keys) == 5
+    assert AutoBudgetDrafter(ARDrafter(), STEEP, min_nodes=3).choose(tree, keys) == 3
+
+
+def test_choice_maximises_expected_tokens_per_second():
+    tree = DraftTree.chain(1, list(range(10, 40)), SPINE)
+    lat = LatencyTable(sizes=[1, 8, 32], seconds=[1.0, 1.2, 3.0])
+    drafter = AutoBudgetDrafter(ARDrafter(), lat)
+    keys = drafter.acceptance.keys(tree)
+    q = drafter.acceptance.path_probabilities(tree, keys)
+    rate = [sum(q[:b]) / lat(b) for b in range(1, len(tree) + 1)]
+    assert drafter.choose(tree, keys) == int(np.argmax(rate)) + 1
+    r = drafter.acceptance.rates(keys)
+    assert q[3] == pytest.approx(r[0] * r[1] * r[2])
+
+
+def test_acceptance_model_learns_from_outcomes():
+    model = AcceptanceModel(prior_strength=2.0)
+    tree = DraftTree.single(1)
+    s = tree.add(5, 0, SPINE)
+    tree.add(6, 0, BRANCH)  # rank 1 under the root: never accepted
+    tree.add(7, s, SPINE)  # reached when node 1 is accepted; never accepted itself
+    keys = model.keys(tree)
+    assert keys[2].tolist() == [0, 1, 0]  # sibling ranks
+    before = model.rates(keys)
+    for _ in range(50):
+        model.update(tree, keys, [0, 1])
+    after = model.rates(keys)
+    assert after[0] > 0.9 > before[0]
+    assert after[1] < 0.05 and after[2] < 0.05
+    assert model.reached[SPINE, 2, 0] == 50  # node 3 was reached every time
+    for _ in range(600):
+        model.update(tree, keys, [0, 1])
+    assert model.reached.max() <= model.cap  # halved past the cap
+
+
+def test_wrapper_cuts_a_prefix_and_the_inner_drafter_observes_it():
+    model = tiny_model("llama", seed=3)
+    engine = VerificationEngine(model, eos_token_ids=())
+    full = spine_tree(anchor=0)
+    inner = FixedDrafter(full)
+    table = LatencyTable(sizes=[1, 4, 13], seconds=[1.0, 1.1, 30.0])
+    drafter = wrap_auto_budget(inner, engine, latency=table)
+    gen = generate(engine, drafter, list(range(5, 15)), max_new_tokens=6)
+    assert gen.output_ids == generate(engine, ARDrafter(), list(range(5, 15)), 6).output_ids
+    for tree, outcome in inner.seen:
+        assert len(tree) < len(full) and tree.tokens[1:] == full.tokens[1 : len(tree)]
+        assert outcome.logits.shape[0] == len(tree)
+    stats = gen.drafter_stats
+    assert stats["auto_trees"] == len(inner.seen) == gen.forward_calls - 1
+    assert stats["auto_nodes_verified"] < stats["auto_nodes_proposed"]
+    assert drafter.config()["budget_auto"] is True
+
+
+def test_cut_to_one_node_is_an_ar_step():
+    drafter = AutoBudgetDrafter(FixedDrafter(spine_tree()), STEEP)
+    drafter.begin([1, 2, 3], torch.zeros(3, 8))
+    tree = drafter.propose([1, 2, 3])
+    assert len(tree) == 1 and drafter.route == "ar"
+
+
+@pytest.mark.parametrize("make", [lambda: GooseDrafter(), lambda: PromptLookupDrafter()])
+def test_wrapped_drafters_are_lossless(make):
+    model = tiny_model("qwen3", seed=4)
+    engine = VerificationEngine(model, eos_token_ids=())
+    prompt = [3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4, 5]
+    ref = generate(engine, ARDrafter(), prompt, 24).output_ids
+    table = LatencyTable(sizes=[1, 8, 64], seconds=[1.0, 1.3, 4.0])
+    got = generate(engine, AutoBudgetDrafter(make(), table), prompt, 24)
+    assert got.output_ids == ref
+
+
+def test_goose_spine_count_follows_the_cut():
+    """Goose's EMA divides by the spine nodes of the tree that was verified, not of the tree it
+    built: the wrapper cut a long spine to 2 nodes, both accepted -> acceptance 2/2 = 1."""
+    goose = GooseDrafter()
+    drafter = AutoBudgetDrafter(goose, LatencyTable(sizes=[1, 3, 4], seconds=[1.0, 1.0, 100.0]))
+    prompt = [3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4]
+    logits = torch.full((len(prompt), 16), -5.0)
+    for i, t in enumerate(prompt[1:]):
+        logits[i, t] = 5.0  # the prefill harvest learns the prompt's successors
+    drafter.begin(prompt, logits)
+    tree = drafter.propose(prompt)
+    assert len(tree) == 3 and tree.sources.count(SPINE) == 2 and drafter.route == "spine_tree"
+    before = goose.ema.value
+    outcome = VerifyOutcome(
+        logits=torch.zeros(3, 16),
+        predictions=[tree.tokens[1], tree.tokens[2], 0],
+        accepted_nodes=[0, 1, 2],
+        new_tokens=[tree.tokens[1], tree.tokens[2], 0],
+    )
+    drafter.observe(tree, outcome)
+    assert goose.ema.value == pytest.approx(goose.cfg.ema_alpha * 1.0 + (1 - goose.cfg.ema_alpha) * before)

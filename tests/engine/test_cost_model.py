@@ -1,0 +1,59 @@
+"""Latency table: interpolation, monotone clean-up, persistence; calibration on a tiny model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from goose.engine.cost_model import LatencyTable, calibrate, calibration_tree, engine_latency, monotone
+from goose.engine.tree import SPINE
+from goose.engine.verifier import VerificationEngine
+from tests.tiny_models import VOCAB, tiny_model
+
+
+def test_interpolation_and_extrapolation():
+    table = LatencyTable(sizes=[1, 2, 4, 8], seconds=[1.0, 1.0, 2.0, 4.0])
+    assert table(1) == 1.0 and table(0) == 1.0 and table(4) == 2.0
+    assert table(3) == pytest.approx(1.5)
+    assert table(6) == pytest.approx(3.0)
+    assert table(12) == pytest.approx(6.0)  # the last segment's slope
+    assert table.curve(4) == [1.0, 1.0, 1.5, 2.0]
+    assert table.relative() == [1.0, 1.0, 2.0, 4.0]
+    assert LatencyTable(sizes=[1], seconds=[0.5])(100) == 0.5
+
+
+def test_validation_and_monotone():
+    with pytest.raises(ValueError):
+        LatencyTable(sizes=[1, 1], seconds=[1.0, 2.0])
+    with pytest.raises(ValueError):
+        LatencyTable(sizes=[0, 2], seconds=[1.0, 2.0])
+    with pytest.raises(ValueError):
+        LatencyTable(sizes=[1, 2], seconds=[1.0])
+    assert monotone([1.0, 0.9, 1.2, 1.1, 2.0]) == [1.0, 1.0, 1.2, 1.2, 2.0]
+
+
+def test_save_and_load(tmp_path):
+    table = LatencyTable(
+        sizes=[1, 4], seconds=[0.01, 0.02], samples=[[0.01], [0.02]], meta={"dtype": "float32"}
+    )
+    table.save(tmp_path / "lat.json")
+    assert LatencyTable.load(tmp_path / "lat.json") == table
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 21, 22, 64, 128])
+def test_calibration_tree_is_valid(n):
+    tree = calibration_tree(n, anchor=3, vocab_size=VOCAB)
+    tree.validate()
+    assert len(tree) == n
+    assert tree.sources.count(SPINE) == min(20, n - 1)
+
+
+def test_calibrate_on_tiny_model():
+    engine = VerificationEngine(tiny_model("llama"), eos_token_ids=())
+    table = calibrate(engine, sizes=(2, 8, 32), kv_len=24, repeats=2)
+    assert table.sizes == [1, 2, 8, 32]
+    assert all(b >= a > 0 for a, b in zip(table.seconds, table.seconds[1:], strict=False))
+    assert [len(s) for s in table.samples] == [2, 2, 2, 2]
+    assert table.meta["kv_len"] == 24 and table.meta["threads"] == torch.get_num_threads()
+    assert engine.prefix_len == 24  # rolled back after every timed step
+    assert engine_latency(engine, sizes=(2, 4), kv_len=8, repeats=1) is engine_latency(engine)

@@ -1,0 +1,55 @@
+"""User errors from the command line: one clear paragraph, non-zero exit, no traceback wall."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "run.py", "wandb=disabled", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "arg,group,some_valid",
+    [
+        ("method=nosuch", "method", ["goose", "pld", "tr", "eagle2"]),
+        ("bench=nosuch", "bench", ["mtbench", "gsm8k"]),
+    ],
+)
+def test_unknown_name_lists_valid_ones(arg, group, some_valid):
+    proc = run(arg)
+    assert proc.returncode != 0
+    err = proc.stderr + proc.stdout
+    assert f"Could not find '{group}/nosuch'" in err
+    for name in some_valid:
+        assert name in err
+    assert "Traceback" not in err
+
+
+def test_unreachable_hub_model_fails_fast_with_a_paragraph():
+    proc = run("model=vicuna-7b", "bench=mtbench", "method=ar")
+    assert proc.returncode == 2
+    assert "lmsys/vicuna-7b-v1.3" in proc.stderr and "model=smollm2-135m" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_invalid_hyperparameter_is_named():
+    proc = run("method=goose", "method.drafter.rho=1.5")
+    assert proc.returncode == 2
+    assert "rho" in proc.stderr and "1.5" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_negative_limit_rejected():
+    proc = run("bench.limit=-1")
+    assert proc.returncode == 2 and "bench.limit" in proc.stderr

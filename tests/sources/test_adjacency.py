@@ -1,0 +1,237 @@
+"""AdjacencyTable: overwrite semantics, scores, bigram tier, reset, host-side lookups."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from goose.sources.adjacency import AdjacencyTable, last_occurrence
+
+V = 8
+
+
+def logits_from(pairs: list[dict[int, float]]) -> torch.Tensor:
+    """[n, V] logits: given {token: logit} per row, everything else -100."""
+    out = torch.full((len(pairs), V), -100.0)
+    for i, d in enumerate(pairs):
+        for t, v in d.items():
+            out[i, t] = v
+    return out
+
+
+def test_last_occurrence_picks_last_position_per_value() -> None:
+    a = np.array([5, 3, 5, 1, 3, 5])
+    # sorted distinct values 1, 3, 5 -> last positions 3, 4, 5
+    assert last_occurrence(a).tolist() == [3, 4, 5]
+
+
+def test_row_is_topk_ids_in_logit_order() -> None:
+    table = AdjacencyTable(V, k=3)
+    table.update([2], logits_from([{4: 1.0, 6: 3.0, 1: 2.0, 0: 0.5}]))
+    ids, _ = table.successors(2)
+    assert ids == [6, 1, 4]
+
+
+def test_scores_are_softmax_over_the_k_logits_only() -> None:
+    table = AdjacencyTable(V, k=2)
+    # the third logit (0.0 for token 5) must not enter the normaliser
+    table.update([0], logits_from([{3: math.log(3.0), 7: 0.0, 5: -0.5}]))
+    ids, scores = table.successors(0)
+    assert ids == [3, 7]
+    assert scores == pytest.approx([0.75, 0.25], abs=1e-6)
+
+
+def test_unseen_token_has_no_successors() -> None:
+    table = AdjacencyTable(V, k=3)
+    assert table.successors(4) == ([], [])
+    table.update([1], logits_from([{2: 1.0}]))
+    assert table.successors(4) == ([], [])
+    assert table.num_rows == 1
+
+
+def test_overwrite_freshest_wins_across_updates() -> None:
+    table = AdjacencyTable(V, k=2)
+    table.update([1], logits_from([{2: 5.0, 3: 4.0}]))
+    table.update([1], logits_from([{6: 5.0, 7: 4.0}]))
+    assert table.successors(1)[0] == [6, 7]
+
+
+def test_duplicates_in_one_update_last_position_wins() -> None:
+    table = AdjacencyTable(V, k=2)
+    tokens = [1, 4, 1, 4, 1]
+    logits = logits_from(
+        [{2: 5.0, 3: 4.0}, {0: 5.0, 1: 4.0}, {5: 5.0, 6: 4.0}, {6: 5.0, 7: 4.0}, {7: 5.0, 0: 4.0}]
+    )
+    table.update(torch.tensor(tokens), logits)
+    assert table.successors(1)[0] == [7, 0]  # position 4
+    assert table.successors(4)[0] == [6, 7]  # position 3
+
+
+def test_update_accepts_half_precision_logits() -> None:
+    table = AdjacencyTable(V, k=2)
+    table.update([3], logits_from([{1: 2.0, 4: 1.0}]).half())
+    ids, scores = table.successors(3)
+    assert ids == [1, 4]
+    assert scores[0] == pytest.approx(1 / (1 + math.exp(-1.0)), abs=1e-3)
+
+
+def test_ids_only_mode_gives_rank_placeholders() -> None:
+    table = AdjacencyTable(V, k=3, use_scores=False)
+    table.update([0], logits_from([{5: 1.0, 2: 3.0, 7: 2.0}]))
+    ids, scores = table.successors(0)
+    assert ids == [2, 7, 5]
+    assert scores == pytest.approx([1.0, 0.5, 1 / 3])
+
+
+def test_min_score_drops_weak_successors() -> None:
+    table = AdjacencyTable(V, k=3)
+    table.update([0], logits_from([{1: 0.0, 2: 0.0, 3: -10.0}]))
+    ids, scores = table.successors(0, min_score=0.01)
+    assert ids == [1, 2] or ids == [2, 1]
+    assert len(scores) == 2
+
+
+def test_bigram_hit_and_fallback_to_unigram() -> None:
+    table = AdjacencyTable(V, k=2, use_bigram=True)
+    # position 0: token 3 after 1; position 1: token 3 after 2 (overwrites the unigram row of 3)
+    table.update([3, 3], logits_from([{4: 2.0, 5: 1.0}, {6: 2.0, 7: 1.0}]), prev_tokens=[1, 2])
+    assert table.successors(3, prev=1)[0] == [4, 5]  # bigram (1, 3)
+    assert table.successors(3, prev=2)[0] == [6, 7]  # bigram (2, 3)
+    assert table.successors(3, prev=0)[0] == [6, 7]  # bigram miss -> unigram, freshest
+    assert table.successors(3)[0] == [6, 7]  # no prev -> unigram
+    assert table.num_bigrams == 2
+
+
+def test_bigram_ignored_when_tier_off_or_prev_missing() -> None:
+    off = AdjacencyTable(V, k=2, use_bigram=False)
+    off.update([3, 3], logits_from([{4: 2.0, 5: 1.0}, {6: 2.0, 7: 1.0}]), prev_tokens=[1, 2])
+    assert off.successors(3, prev=1)[0] == [6, 7]
+    on = AdjacencyTable(V, k=2, use_bigram=True)
+    on.update([3], logits_from([{4: 2.0, 5: 1.0}]), prev_tokens=[-1])  # -1: no predecessor
+    assert on.num_bigrams == 0
+    assert on.successors(3, prev=1)[0] == [4, 5]
+
+
+def test_bigram_duplicates_last_wins_and_overwrite_later() -> None:
+    table = AdjacencyTable(V, k=2, use_bigram=True)
+    table.update(
+        [3, 3, 3],
+        logits_from([{4: 2.0, 5: 1.0}, {0: 2.0, 1: 1.0}, {6: 2.0, 7: 1.0}]),
+        prev_tokens=[1, 2, 1],
+    )
+    assert table.successors(3, prev=1)[0] == [6, 7]
+    assert table.successors(3, prev=2)[0] == [0, 1]
+    table.update([3], logits_from([{2: 2.0, 1: 1.0}]), prev_tokens=[2])
+    assert table.successors(3, prev=2)[0] == [2, 1]
+    assert table.successors(3, prev=1)[0] == [6, 7]
+    assert table.num_bigrams == 2
+
+
+def test_bigram_store_stays_sorted_over_many_inserts() -> None:
+    vocab = 50
+    gen = torch.Generator().manual_seed(0)
+    table = AdjacencyTable(vocab, k=3, use_bigram=True)
+    expected: dict[tuple[int, int], list[int]] = {}
+    for _ in range(40):
+        n = 30
+        tok = torch.randint(0, vocab, (n,), generator=gen)
+        prev = torch.randint(0, vocab, (n,), generator=gen)
+        logits = torch.randn(n, vocab, generator=gen)
+        table.update(tok, logits, prev)
+        top = logits.topk(3, dim=-1).indices
+        for i in range(n):  # reference semantics: sequential overwrite
+            expected[(int(prev[i]), int(tok[i]))] = top[i].tolist()
+    keys = table._bg_keys
+    assert np.all(np.diff(keys) > 0)
+    assert table.num_bigrams == len(expected)
+    for (p, t), ids in expected.items():
+        assert table.successors(t, prev=p)[0] == ids
+
+
+def test_reset_forgets_unigram_and_bigram_rows() -> None:
+    table = AdjacencyTable(V, k=2, use_bigram=True)
+    table.update([3], logits_from([{4: 2.0, 5: 1.0}]), prev_tokens=[1])
+    table.reset()
+    assert table.successors(3) == ([], [])
+    assert table.successors(3, prev=1) == ([], [])
+    assert table.num_rows == 0 and table.num_bigrams == 0
+
+
+def test_update_from_tree_uses_parent_tokens_as_bigram_prev() -> None:
+    table = AdjacencyTable(V, k=1, use_bigram=True)
+    # tree: 5 (root) -> 6 -> 7, and 5 -> 7 ; committed token before the anchor: 4
+    tokens, parents = [5, 6, 7, 7], [-1, 0, 1, 0]
+    logits = logits_from([{0: 1.0}, {1: 1.0}, {2: 1.0}, {3: 1.0}])
+    table.update_from_tree(tokens, parents, logits, prev_anchor=4)
+    assert table.successors(5, prev=4)[0] == [0]
+    assert table.successors(6, prev=5)[0] == [1]
+    assert table.successors(7, prev=6)[0] == [2]
+    assert table.successors(7, prev=5)[0] == [3]
+    assert table.successors(7)[0] == [3]  # unigram: last position wins
+
+
+def test_update_from_prefill_harvest() -> None:
+    table = AdjacencyTable(V, k=1, use_bigram=True)
+    prompt = [1, 2, 1, 3]
+    logits = logits_from([{4: 1.0}, {5: 1.0}, {6: 1.0}, {7: 1.0}])
+    table.update_from_prefill(prompt, logits)
+    assert table.successors(1)[0] == [6]  # position 2 overwrote position 0
+    assert table.successors(1, prev=2)[0] == [6]
+    assert table.successors(2, prev=1)[0] == [5]
+    assert table.successors(3, prev=1)[0] == [7]
+    assert table.num_bigrams == 3  # (1,2), (2,1), (1,3); position 0 has no predecessor
+
+
+def test_prefill_tail_logits_align_with_last_prompt_tokens() -> None:
+    table = AdjacencyTable(V, k=1)
+    table.update_from_prefill([1, 2, 3], logits_from([{7: 1.0}]))
+    assert table.successors(3)[0] == [7]
+    assert table.successors(1) == ([], [])
+
+
+def test_k_larger_than_vocab_is_clamped() -> None:
+    table = AdjacencyTable(3, k=10)
+    table.update([0], torch.tensor([[0.0, 2.0, 1.0]]))
+    assert table.successors(0)[0] == [1, 2, 0]
+
+
+def test_shape_errors() -> None:
+    table = AdjacencyTable(V, k=2)
+    with pytest.raises(ValueError):
+        table.update([0, 1], torch.zeros(1, V))
+    with pytest.raises(ValueError):
+        table.update([0], torch.zeros(1, V + 1))
+
+
+# ---------------------------------------------------------------- lifetime inside the drafters
+def test_token_recycling_table_persists_across_prompts() -> None:
+    from baselines.token_recycling import TokenRecyclingDrafter
+    from goose.engine.drafter import VerifyOutcome
+    from goose.engine.tree import DraftTree
+
+    drafter = TokenRecyclingDrafter()
+    drafter.begin([1, 2], torch.zeros(2, 16))
+    table = drafter.table
+    logits = torch.arange(16, dtype=torch.float32).unsqueeze(0)
+    drafter.observe(DraftTree.single(2), VerifyOutcome(logits, [15], [0], [15]))
+    assert table.successors(2)[0] == [15, 14, 13, 12, 11, 10, 9, 8]
+    drafter.end()
+    drafter.begin([3, 4], torch.zeros(2, 16))  # next prompt of the run
+    assert drafter.table is table
+    assert table.successors(2)[0] == [15, 14, 13, 12, 11, 10, 9, 8]
+    assert table.successors(3) == ([], [])  # and still no prefill harvest
+
+
+def test_isotropic_table_is_fresh_per_prompt() -> None:
+    from baselines.isotropic import IsotropicDrafter
+
+    drafter = IsotropicDrafter(3)
+    drafter.begin([1, 2], logits_from([{5: 1.0}, {6: 1.0}]))
+    assert drafter.table.successors(1)[0][0] == 5  # prefill harvest
+    drafter.end()
+    drafter.begin([3], logits_from([{7: 1.0}]))
+    assert drafter.table.successors(1) == ([], [])
+    assert drafter.table.successors(3)[0][0] == 7
