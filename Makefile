@@ -3,7 +3,8 @@ PYTHON ?= python
 # The CPU wheel of this torch lies on the development machines; on a CUDA box install the CUDA
 # build first (see README) and `make install TORCH_SPEC=` to leave it alone.
 TORCH_SPEC ?= torch==2.13.0
-RESULTS ?= results
+# The shipped reference rows; `make figures RESULTS=results/runs FIGURES=figures/runs` for your own.
+RESULTS ?= results/reference
 FIGURES ?= figures
 
 # make bench: the issue's protocol (5 offline benchmarks x 20 prompts, 128 tokens, 3 repeats);

@@ -16,7 +16,8 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from goose.harness.job import UserError, run_job
+from goose.harness.compose import UserError
+from goose.harness.job import run_job
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")

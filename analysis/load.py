@@ -8,10 +8,11 @@ config, e.g. "Goose B=80"). `cells` aggregates per cell with `goose.records.metr
 τ as a ratio of sums, tokens/s, speedup over AR on the prompts both completed, p_s, p_t, their
 ratio, the lossless share.
 
-A cell is (model, bench, method, config_hash, max_new_tokens, dtype): max_new_tokens and dtype
-are part of a row's identity (`goose.records.results.CELL_FIELDS`), so runs of different lengths never
-pool. Comparisons (speedup, τ of several methods) happen inside a *setting* (model, bench,
-max_new_tokens, dtype).
+A cell is (model, bench, method, config_hash, max_new_tokens, dtype, chat_template):
+max_new_tokens, dtype and chat_template (prompts in the chat template, goose.harness.chat; rows
+without the field are raw) are part of a row's identity (`goose.records.results.CELL_FIELDS`), so
+runs of different lengths or prompt forms never pool. Comparisons (speedup, τ of several methods)
+happen inside a *setting* (model, bench, max_new_tokens, dtype, chat_template).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from typing import Any
 
 import pandas as pd
 
+from goose.harness.benchmarks import PAPER_BENCHMARKS
 from goose.method.config import GooseConfig
 from goose.records.metrics import cell_summary, per_prompt_speedups
-from goose.records.results import CELL_FIELDS, config_hash, read_rows
+from goose.records.results import CELL_DEFAULTS, CELL_FIELDS, cell_key, config_hash, read_rows
 
-CELL_KEYS = ["model", "bench", "method", "config_hash", "max_new_tokens", "dtype"]
-SETTING_KEYS = ["model", "bench", "max_new_tokens", "dtype"]
+CELL_KEYS = ["model", "bench", "method", "config_hash", "max_new_tokens", "dtype", "chat_template"]
+SETTING_KEYS = ["model", "bench", "max_new_tokens", "dtype", "chat_template"]
 
-BENCH_ORDER = ["humaneval", "mbpp", "classeval", "gsm8k", "mtbench"]
+BENCH_ORDER = list(PAPER_BENCHMARKS)
 BENCH_NAMES = {
     "humaneval": "HumanEval",
     "mbpp": "MBPP",
@@ -116,7 +118,7 @@ def _read(results: str | Path | Iterable[str | Path]) -> tuple[pd.DataFrame, pd.
     failed: dict[tuple, dict[str, Any]] = {}
     n_dup = n_failed = 0
     for r in raw:
-        key = tuple(r.get(f) for f in CELL_FIELDS)
+        key = cell_key(r)
         if r.get("status", "ok") != "ok":
             n_failed += 1
             failed.setdefault(key, r)
@@ -133,6 +135,7 @@ def _read(results: str | Path | Iterable[str | Path]) -> tuple[pd.DataFrame, pd.
             for s in ("spine", "branch"):
                 r[f"{kind}_{s}"] = r[kind][s]
         r.setdefault("experiment", None)
+        r.setdefault("chat_template", CELL_DEFAULTS["chat_template"])  # rows from before the field: raw
         r.setdefault("method_config", {})
         hw = r.get("hardware") or {}
         r["device"] = hw.get("gpu") or (

@@ -140,7 +140,7 @@ def write_readme(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Every figure and table of the paper from results/.")
     ap.add_argument(
-        "--results", default="results", help="directory of result JSONL files (searched recursively)"
+        "--results", default="results/reference", help="directory of result JSONL files (searched recursively)"
     )
     ap.add_argument(
         "--out", default="figures", help="where figures (PDF + PNG) and tables (Markdown + LaTeX) go"

@@ -186,7 +186,7 @@ def wrap_label(text: str, width: int = 12) -> str:
 def cli(build: Callable[[Results, Path], Output], description: str) -> None:
     """`python -m analysis.<script> --results results --out figures` for one script."""
     ap = argparse.ArgumentParser(description=description)
-    ap.add_argument("--results", default="results", help="directory of result JSONL files")
+    ap.add_argument("--results", default="results/reference", help="directory of result JSONL files")
     ap.add_argument("--out", default="figures", help="where figures and tables are written")
     args = ap.parse_args()
     try:

@@ -39,28 +39,33 @@ import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 
 from goose.engine.auto_budget import wrap_auto_budget  # noqa: E402
 from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
 from goose.engine.decode import generate  # noqa: E402
 from goose.engine.drafter import Drafter  # noqa: E402
 from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
-from goose.harness.benchmarks import file_in_data_dir, load_benchmark, resolve_source  # noqa: E402
-from goose.harness.models import LoadedModel, load_model  # noqa: E402
-from goose.harness.runner import environment, warm_up  # noqa: E402
+from goose.harness.benchmarks import PAPER_BENCHMARKS  # noqa: E402
+from goose.harness.chat import encode_prompt  # noqa: E402
+from goose.harness.compose import (  # noqa: E402
+    benchmark_prompts,
+    chat_template_decision,
+    compose_config,
+    drafter_factory,
+    load_engine,
+    release_engines,
+)
+from goose.harness.models import LoadedModel  # noqa: E402
+from goose.harness.runner import environment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-OFFLINE_FIVE = ("humaneval", "mbpp", "classeval", "gsm8k", "mtbench")
 REFERENCE = "engine:ar"
 # (numerator, denominator, target or None): the comparisons the issue asks for.
 TARGETS = {
@@ -72,23 +77,16 @@ OVERHEAD_TARGET = 0.15
 
 
 # ------------------------------------------------------------------------------------ loading
-def compose_config(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        return compose(config_name="config", overrides=overrides)
+def method_factory(name: str, overrides: Sequence[str] = ()) -> Callable[[], Drafter]:
+    """A factory of the drafter of conf/method/<name>.yaml (validated)."""
+    return drafter_factory(compose_config([f"method={name}", *overrides]))
 
 
-def method_factory(name: str) -> Callable[[], Drafter]:
-    """A factory of the drafter of conf/method/<name>.yaml."""
-    cfg = compose_config([f"method={name}"])
-    return lambda: instantiate(cfg.method.drafter, _convert_="all")
-
-
-def load_configured_model(name: str, dtype: str | None = None) -> LoadedModel:
-    """conf/model/<name>.yaml, optionally with another dtype."""
-    spec = OmegaConf.to_container(compose_config([f"model={name}"]).model, resolve=True)
-    if dtype:
-        spec["dtype"] = dtype
-    return load_model(**spec)
+def model_and_engine(name: str, dtype: str | None = None) -> tuple[LoadedModel, VerificationEngine]:
+    """conf/model/<name>.yaml, optionally in another dtype, and its warmed-up engine, through the
+    harness's loader (the one `run.py` uses)."""
+    release_engines()  # one model in memory at a time
+    return load_engine(compose_config([f"model={name}", *([f"model.dtype={dtype}"] if dtype else [])]))
 
 
 @dataclass
@@ -98,13 +96,23 @@ class BenchPrompt:
     ids: list[int]
 
 
-def load_prompts(tokenizer: Any, benches: list[str], limit: int, data_dir: str | None) -> list[BenchPrompt]:
+def load_prompts(
+    tokenizer: Any, model: str, benches: list[str], limit: int, data_dir: str | None, chat_template: str
+) -> list[BenchPrompt]:
+    """The first `limit` prompts of each benchmark, composed and tokenized as run.py does it
+    (goose.harness.compose), with bench.chat_template = `chat_template` (auto | true | false)."""
     out = []
     for bench in benches:
-        data_file = file_in_data_dir(bench, data_dir)
-        source = resolve_source(bench, data_file, "auto")
-        for p in load_benchmark(bench, limit, data_file, source=source):
-            out.append(BenchPrompt(bench, str(p.prompt_id), tokenizer(p.text).input_ids))
+        cfg = compose_config(
+            [f"model={model}", f"bench={bench}", f"bench.chat_template={chat_template}"]
+            + ([f"data_dir={data_dir}"] if data_dir else [])
+        )
+        spec, prompts, _ = benchmark_prompts(cfg, limit)
+        apply_chat, _ = chat_template_decision(cfg, spec, tokenizer)
+        out += [
+            BenchPrompt(bench, str(p.prompt_id), encode_prompt(tokenizer, p.text, apply_chat))
+            for p in prompts
+        ]
     return out
 
 
@@ -327,11 +335,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--dtype", default=None, choices=("float32", "bfloat16", "float16"), help="override the model's dtype"
     )
-    ap.add_argument("--benches", default=",".join(OFFLINE_FIVE), help="comma-separated benchmark names")
+    ap.add_argument("--benches", default=",".join(PAPER_BENCHMARKS), help="comma-separated benchmark names")
     ap.add_argument(
         "--data-dir", default=str(ROOT.parent / "shared" / "data"), help="files for mbpp / classeval"
     )
     ap.add_argument("--limit", type=int, default=20, help="prompts per benchmark")
+    ap.add_argument(
+        "--chat-template",
+        default="false",
+        choices=("auto", "true", "false"),
+        help="bench.chat_template (default false: raw prompts, as in the paper presets)",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
@@ -352,13 +366,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    loaded = load_configured_model(args.model, args.dtype)
+    loaded, engine = model_and_engine(args.model, args.dtype)
     model, eos = loaded.model, list(loaded.eos_token_ids)
     prompts = load_prompts(
-        loaded.tokenizer, [b for b in args.benches.split(",") if b], args.limit, args.data_dir
+        loaded.tokenizer,
+        args.model,
+        [b for b in args.benches.split(",") if b],
+        args.limit,
+        args.data_dir,
+        args.chat_template,
     )
-    engine = VerificationEngine(model, eos, loaded.context_length)
-    warm_up(engine, prompts[0].ids)
 
     methods = [m for m in args.methods.split(",") if m and m != "ar"]
     latency: LatencyTable | None = None

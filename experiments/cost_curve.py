@@ -18,10 +18,9 @@ from pathlib import Path
 
 import torch
 
-from experiments.bench import load_configured_model
+from experiments.bench import model_and_engine
 from goose.engine.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
-from goose.engine.verifier import VerificationEngine
-from goose.harness.runner import environment, warm_up
+from goose.harness.runner import environment
 
 
 def plot(tables: dict[str, LatencyTable], title: str, out: Path) -> None:
@@ -74,10 +73,8 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
     tables: dict[str, LatencyTable] = {}
     device = "cpu"
     for dtype in [d for d in args.dtypes.split(",") if d]:
-        loaded = load_configured_model(args.model, dtype)
-        engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
+        loaded, engine = model_and_engine(args.model, dtype)
         device = str(engine.device)
-        warm_up(engine, list(range(100, 164)))
         tables[dtype] = table = calibrate(
             engine,
             sizes=sizes,

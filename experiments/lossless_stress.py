@@ -27,31 +27,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
-from goose.engine.verifier import VerificationEngine
-from goose.harness.benchmarks import BenchmarkError, file_in_data_dir, load_benchmark, resolve_source
-from goose.harness.config_schema import validate_config
-from goose.harness.models import ModelUnavailableError, load_model
-from goose.harness.runner import Cell, near_tie_threshold, run_cell, warm_up
+from goose.harness.benchmarks import (
+    PAPER_BENCHMARKS,
+)
+from goose.harness.compose import UserError, benchmark_prompts, compose_config, drafter_factory, load_engine
+from goose.harness.runner import Cell, near_tie_threshold, run_cell
 from goose.records.metrics import format_table
 from goose.records.results import read_rows, results_path
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-OFFLINE_BENCHES = ("humaneval", "mbpp", "classeval", "gsm8k", "mtbench")
 ALL_METHODS = tuple(sorted(p.stem for p in (CONF / "method").glob("*.yaml") if p.stem != "ar"))
 
 
 def compose_job(model: str, bench: str, method: str, overrides: list[str]):
     """The validated run.py config of one (model, bench, method) job."""
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose(
-            "config", overrides=[f"model={model}", f"bench={bench}", f"method={method}", *overrides]
-        )
-    validate_config(cfg)
-    return cfg
+    return compose_config([f"model={model}", f"bench={bench}", f"method={method}", *overrides])
 
 
 def summarize(rows: list[dict[str, Any]], method: str) -> dict[str, Any]:
@@ -88,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--methods", default=",".join(ALL_METHODS), help="method configs (conf/method), comma-separated"
     )
-    ap.add_argument("--benches", default=",".join(OFFLINE_BENCHES))
+    ap.add_argument("--benches", default=",".join(PAPER_BENCHMARKS))
     ap.add_argument(
         "--limit", type=int, default=None, help="first N prompts of each benchmark (default: all)"
     )
@@ -109,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dtype:
         overrides.append(f"model.dtype={args.dtype}")
     out = Path(args.out)
-    if out.resolve() == (CONF.parent / "results").resolve():
-        ap.error("--out must not be results/ (the reference runs live there)")
+    if out.resolve() == (CONF.parent / "results" / "reference").resolve():
+        ap.error("--out must not be results/reference/ (the shipped reference runs live there)")
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -119,17 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         jobs = {(b, m): compose_job(args.model, b, m, overrides) for b in benches for m in methods}
         prompts = {}
         for b in benches:
-            bench = jobs[(b, methods[0])].bench
-            data_file = bench.get("data_file") or file_in_data_dir(b, args.data_dir)
-            source = resolve_source(b, data_file, bench.get("source", "auto"))
-            prompts[b] = (load_benchmark(b, bench.get("limit"), data_file, source=source), source)
-        spec = OmegaConf.to_container(next(iter(jobs.values())).model, resolve=True)
-        loaded = load_model(**spec)
-    except (ValueError, BenchmarkError, ModelUnavailableError) as exc:
+            _, bench_prompts, source = benchmark_prompts(jobs[(b, methods[0])], args.limit)
+            prompts[b] = (bench_prompts, source)
+        loaded, engine = load_engine(next(iter(jobs.values())))
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
-    warm_up(engine, loaded.tokenizer("Warm-up: the quick brown fox jumps over the lazy dog.").input_ids)
     dtype = str(loaded.dtype).replace("torch.", "")
     threshold_rule = (
         "max(2 ulps of the top logit in "
@@ -149,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         file = results_path(out, args.model, b)
         for m in methods:
             cfg = jobs[(b, m)]
-            make = lambda cfg=cfg: instantiate(cfg.method.drafter, _convert_="all")  # noqa: E731
+            make = drafter_factory(cfg)
             cell = Cell(args.model, b, m, make().config(), args.max_new_tokens, dtype)
             run_cell(
                 engine,

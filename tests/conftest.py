@@ -32,13 +32,19 @@ def smollm2():
 
 
 def bench_prompts(name: str, limit: int):
-    from goose.harness.benchmarks import load_benchmark
+    """The first `limit` prompts of conf/bench/<name>.yaml: from its package, else from ../shared/data."""
+    from goose.harness.benchmarks import bench_spec, file_in_data_dir, load_benchmark
 
-    data_file = None
-    if name == "mbpp":
-        data_file = SHARED_DATA / "mbpp" / "mbpp.jsonl"
-    elif name == "classeval":
-        data_file = SHARED_DATA / "classeval" / "ClassEval_data.json"
-    if data_file is not None and not data_file.exists():
-        pytest.skip(f"{data_file} not present")
-    return load_benchmark(name, limit, data_file, source="file" if data_file else "local")
+    spec = bench_spec(name)
+    data_file = file_in_data_dir(spec, SHARED_DATA)
+    if spec.package is None and data_file is None:
+        pytest.skip(f"{SHARED_DATA / (spec.data_dir_path or name)} not present")
+    return load_benchmark(spec, limit, data_file, source="file" if data_file else "local")
+
+
+def method_config(name: str):
+    """conf/method/<name>.yaml as Hydra composes it (ablations and iso5 extend another file
+    through their defaults list, so a plain YAML load would miss most fields)."""
+    from goose.harness.compose import compose_config
+
+    return compose_config([f"method={name}"], validate=False).method

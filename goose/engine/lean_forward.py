@@ -5,9 +5,14 @@ same weights as the `transformers` model, a few lines of ops (gpt-fast's recipe,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch.nn.modules import module as nn_module
+
+if TYPE_CHECKING:
+    from goose.engine.kv_cache import TreeKVCache
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

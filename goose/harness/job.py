@@ -12,69 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from goose.engine.verifier import VerificationEngine
-from goose.harness.benchmarks import BenchmarkError, file_in_data_dir, load_benchmark, resolve_source
-from goose.harness.config_schema import validate_config  # also registers the schema conf/config.yaml uses
-from goose.harness.models import LoadedModel, ModelUnavailableError, load_model
-from goose.harness.runner import Cell, run_cell, warm_up
+from goose.harness.compose import (  # UserError: re-exported for callers of run_job
+    UserError,  # noqa: F401
+    benchmark_prompts,
+    chat_template_decision,
+    check_config,
+    drafter_factory,
+    effective_sizes,
+    load_engine,
+)
+from goose.harness.runner import Cell, run_cell
 from goose.records.metrics import cell_summary, format_table
 from goose.records.results import results_path
-
-
-class UserError(Exception):
-    """An error the user can fix from the command line; printed as one paragraph."""
-
-
-_MODELS: dict[str, tuple[LoadedModel, VerificationEngine]] = {}
-
-
-def _model(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
-    """Load (once per process) the model and its engine, warmed up."""
-    key = OmegaConf.to_yaml(cfg.model)
-    if key not in _MODELS:
-        _MODELS.clear()  # one model in memory at a time
-        spec = OmegaConf.to_container(cfg.model, resolve=True)
-        try:
-            loaded = load_model(**spec)
-        except (ModelUnavailableError, ValueError) as exc:
-            raise UserError(str(exc)) from None
-        engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
-        warm_up(engine, loaded.tokenizer("Warm-up: the quick brown fox jumps over the lazy dog.").input_ids)
-        _MODELS[key] = (loaded, engine)
-    return _MODELS[key]
-
-
-def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
-    """(prompt limit, max_new_tokens) after applying the quick defaults of CPU-sized models."""
-    quick = cfg.get("quick", "auto")
-    limit, max_new = cfg.bench.get("limit"), cfg.get("max_new_tokens")
-    has_quick = cfg.model.get("quick_limit") is not None
-    if quick is True or (quick == "auto" and has_quick):
-        if limit is None:
-            limit = cfg.model.get("quick_limit")
-        if max_new is None:
-            max_new = cfg.model.get("quick_max_new_tokens")
-    if max_new is None:
-        max_new = int(cfg.bench.max_new_tokens)
-    return (None if limit is None else int(limit)), int(max_new)
-
-
-def make_drafter_factory(cfg: DictConfig):
-    """A zero-argument factory of the configured drafter; validates the config once, up front."""
-
-    def make():
-        try:
-            return instantiate(cfg.method.drafter, _convert_="all")
-        except InstantiationException as exc:
-            cause = exc.__cause__ or exc
-            raise UserError(f"method={cfg.method.name}: invalid configuration: {cause}") from None
-
-    make()  # fail before any model loads
-    return make
 
 
 def _auto_budget(make_drafter, engine: VerificationEngine):
@@ -90,32 +42,32 @@ def _auto_budget(make_drafter, engine: VerificationEngine):
 
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """Run one (model, bench, method) cell and return its summary."""
-    try:
-        validate_config(cfg)  # unknown keys, types, ranges, drafter keys: before anything loads
-    except ValueError as exc:
-        raise UserError(f"invalid configuration: {exc}") from None
+    check_config(cfg)  # unknown keys, types, ranges, drafter keys: before anything loads
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     limit, max_new = effective_sizes(cfg)
-    make_drafter = make_drafter_factory(cfg)
+    make_drafter = drafter_factory(cfg)
     bench = cfg.bench
-    try:
-        data_file = bench.get("data_file") or file_in_data_dir(bench.name, cfg.get("data_dir"))
-        source = resolve_source(bench.name, data_file, bench.get("source", "auto"))
-        prompts = load_benchmark(bench.name, limit, data_file, source=source)
-    except BenchmarkError as exc:
-        raise UserError(str(exc)) from None
-    loaded, engine = _model(cfg)
+    spec, prompts, source = benchmark_prompts(cfg, limit)
+    loaded, engine = load_engine(cfg)
+    chat, chat_why = chat_template_decision(cfg, spec, loaded.tokenizer)
     method = cfg.method.name
     if cfg.get("budget", "fixed") == "auto" and method != "ar":
         make_drafter, method = _auto_budget(make_drafter, engine), f"{method}_auto"
     drafter_config = make_drafter().config()
     cell = Cell(
-        cfg.model.name, bench.name, method, drafter_config, max_new, str(loaded.dtype).replace("torch.", "")
+        cfg.model.name,
+        bench.name,
+        method,
+        drafter_config,
+        max_new,
+        str(loaded.dtype).replace("torch.", ""),
+        chat_template=chat,
     )
     out_file = results_path(cfg.out_dir, cfg.model.name, bench.name)
     print(
         f"goose-bench: model={cell.model} bench={cell.bench} ({len(prompts)} prompts from {source}) "
+        f"chat_template={str(chat).lower()} ({chat_why}) "
         f"method={method} max_new_tokens={max_new} dtype={cell.dtype} -> {out_file}"
     )
     t0 = time.perf_counter()
@@ -180,4 +132,5 @@ def _log_wandb(cfg: DictConfig, summary: dict[str, Any], rows: list[dict[str, An
         group=str(cfg.get("experiment", "adhoc")),
         name=f"{cell.model}/{cell.bench}/{cell.method}",
         directory=Path(cfg.out_dir),
+        verbose=bool(cfg.get("wandb_verbose", False)),
     )

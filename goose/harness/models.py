@@ -65,6 +65,9 @@ class ModelConfig:
     attn_implementation: str = "sdpa"  # tree verification needs custom 4-D masks: sdpa or eager
     quick_limit: int | None = None  # CPU-sized default prompt count for `python run.py` (quick=auto)
     quick_max_new_tokens: int | None = None  # CPU-sized default max_new_tokens (quick=auto)
+    # Instruction-tuned (chat) model: with bench.chat_template=auto its chat template is applied on
+    # chat benchmarks (goose.harness.chat); a base model gets raw prompts.
+    instruct: bool = False
 
 
 @dataclass
@@ -95,17 +98,52 @@ def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
     return DTYPES[dtype]
 
 
+class DeviceUnavailableError(ModelUnavailableError):
+    """`model.device` names a device this machine does not have (or no torch device at all)."""
+
+
+def available_devices() -> list[str]:
+    """This machine's torch devices as `model.device` spells them: cpu, then cuda:0..N-1, mps and
+    xpu:0..N-1 where present."""
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        found.append("mps")
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        found += [f"xpu:{i}" for i in range(xpu.device_count())]
+    return found
+
+
 def resolve_device(device: str, name: str = "") -> torch.device:
-    """Return torch.device(device), raising RuntimeError at once if CUDA is asked for but absent."""
-    dev = torch.device(device)
+    """Return torch.device(device); raise `DeviceUnavailableError` (a RuntimeError, which the job
+    prints as one paragraph, exit status 2) before any weights load when `device` is no torch
+    device or a cuda/xpu/mps device this machine lacks (`cuda` without CUDA, `cuda:N` with N GPUs
+    or fewer, `mps` off Apple silicon). The message names the field, the value, the devices this
+    machine has (`available_devices`) and the fix. Other device types (meta, ...) pass unchecked.
+    With `device_map` set (e.g. auto), `device` is still checked: device=cpu keeps working."""
+    where = f"model.device = {device!r} (model={name or '?'})"
+    have = f"the devices here are: {', '.join(available_devices())}"
+    fix = "Set model.device=cpu (runs anywhere; very slow for 7B+ models) or another of those"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise DeviceUnavailableError(f"{where} is not a torch device ({exc}); {have}. {fix}.") from None
+    index = f"{dev.type}:{dev.index or 0}"
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
-            f"model {name or '?'} asks for device {device!r} but CUDA is not available "
-            f"(torch {torch.__version__}); run on a GPU machine, override with model.device=cpu "
-            f"(very slow for 7B+ models), or use an offline model: "
-            + ", ".join(f"model={m}" for m in OFFLINE_MODELS)
-        )
-    return dev
+        why = f"CUDA is not available on this machine (torch {torch.__version__})"
+    elif dev.type in ("cuda", "xpu") and index not in available_devices():
+        why = f"this machine has no {index}"
+    elif dev.type == "mps" and "mps" not in available_devices():
+        why = "MPS (Apple silicon) is not available on this machine"
+    else:
+        return dev
+    offline = ", ".join(f"model={m}" for m in OFFLINE_MODELS)
+    raise DeviceUnavailableError(
+        f"{where}: {why}; {have}. {fix}, run on a machine that has {device!r}, or use an offline "
+        f"model: {offline}."
+    )
 
 
 def hub_reachable(endpoint: str | None = None, timeout: float = 2.0) -> bool:

@@ -1,44 +1,47 @@
 """Runs one cell (model x bench x method x config) prompt by prompt and writes result rows.
 
 For every prompt the greedy AR reference is looked up in the results on disk (rows of method
-`ar` with the same model, bench, max_new_tokens and dtype) and, when missing, generated first and
+`ar` with the same model, bench, max_new_tokens, dtype and chat template setting) and, when missing, generated first and
 written as an AR row: so every method row carries a losslessness verdict, and AR timings of the
 same session sit beside the method's. Cells already in the results are skipped (resume).
 
 Parallel jobs of one (model, bench) (Hydra's joblib or submitit launcher) share one results file
-and one AR reference per prompt: it is generated under an exclusive lock on `<file>.lock`, after
-reading the rows other jobs appended meanwhile, so it is written once. Should a file still hold
+and one AR reference per prompt: it is generated under an exclusive lock on `<file>.lock`
+(`filelock`), after reading the rows other jobs appended meanwhile, so it is written once. Should a file still hold
 two rows of one cell, the first one wins (as in `analysis.load`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import gc
-import json
+import logging
 import math
 import os
 import platform
 import subprocess
+import sys
 import time
 import traceback
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from filelock import FileLock
+from tqdm import tqdm
 
 from goose.engine.decode import Generation, generate
 from goose.engine.drafter import ARDrafter, Drafter
 from goose.engine.tree import DraftTree
 from goose.engine.verifier import VerificationEngine
-from goose.records.results import append_row, cell_key, config_hash
+from goose.harness.chat import encode_prompt
+from goose.records.results import append_lock, append_row, cell_key, config_hash, read_appended
 
 SESSION_ID = uuid.uuid4().hex[:12]
+logger = logging.getLogger(__name__)
 
 
 def environment() -> dict[str, Any]:
@@ -94,7 +97,8 @@ def warm_up(engine: VerificationEngine, token_ids: Sequence[int]) -> None:
 
 @dataclass
 class Cell:
-    """What identifies a cell, copied into each row."""
+    """What identifies a cell, copied into each row. chat_template: the prompts are put in the
+    tokenizer's chat template (goose.harness.chat), else raw; part of the row's key."""
 
     model: str
     bench: str
@@ -102,6 +106,7 @@ class Cell:
     method_config: dict[str, Any]
     max_new_tokens: int
     dtype: str
+    chat_template: bool = False
 
     def row_base(self) -> dict[str, Any]:
         return {
@@ -112,6 +117,7 @@ class Cell:
             "config_hash": config_hash(self.method_config),
             "max_new_tokens": self.max_new_tokens,
             "dtype": self.dtype,
+            "chat_template": self.chat_template,
         }
 
 
@@ -197,6 +203,152 @@ def lossless_fields(
     }
 
 
+PROMPT_LINE = "goose_prompt_line"  # LogRecord attribute marking a per-prompt line (see CellProgress)
+
+
+def _writes_to_terminal(handler: logging.Handler) -> bool:
+    """A console handler whose stream is a terminal (not a log file, not a pipe)."""
+    if not isinstance(handler, logging.StreamHandler) or isinstance(handler, logging.FileHandler):
+        return False
+    try:
+        return bool(handler.stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def _terminal_width(stream: Any) -> int:
+    """Columns of the terminal `stream` writes to; 0 when it is no terminal, or a pseudo-terminal
+    that reports no size (a bar could not be drawn there)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 0
+    except (AttributeError, OSError, ValueError):  # no stream, no file descriptor, closed
+        return 0
+
+
+class _AboveBar(logging.Handler):
+    """Stands in for a terminal handler while a progress bar is drawn: drops per-prompt lines
+    (records marked `PROMPT_LINE`; the bar shows that progress) and writes every other record
+    through tqdm's `external_write_mode`, which clears the bar first and redraws it below."""
+
+    def __init__(self, inner: logging.Handler) -> None:
+        super().__init__(inner.level)
+        self.inner = inner
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, PROMPT_LINE, False):
+            return
+        with tqdm.external_write_mode(file=getattr(self.inner, "stream", None)):
+            self.inner.handle(record)
+
+
+class CellProgress:
+    """What the user sees of a running cell (`run_cell` drives it; use it as a context manager).
+
+    With `bar` (run_cell's default where stderr is a terminal): one tqdm bar per cell on stderr,
+    described `model/bench/method`, counting the cell's prompts (those already in the results file
+    count as done from the start), with tqdm's `elapsed<ETA` and as postfix the method's running
+    τ and tok/s (ratios of sums over the cell's ok rows so far, resumed ones included, as in the
+    summary table) and `failed=k` once a prompt failed. The per-prompt lines still go to the
+    logger `goose.harness.runner`, but while the bar is drawn, handlers that write to a terminal
+    skip them (`_AboveBar`): they land in the log files only (Hydra's `<job dir>/<job name>.log`),
+    and warnings (a failed prompt, a failed AR reference) print above the bar.
+
+    Without `bar` (stderr is no terminal: CI, SLURM, a redirect to a file; tqdm's redraws would
+    litter such logs): one plain line per prompt run, to the `log` callback if given, else to the
+    logger (INFO; WARNING for a failed prompt), e.g.
+    `[3/8] goose 83: 128 tok, tau 2.31, 19.0 tok/s, lossless True (elapsed 00:41, ETA 01:08)`.
+
+    Both ETAs are the mean wall time per prompt run so far in this call (AR reference included)
+    times the prompts left to run (tqdm with smoothing=0), so that resumed prompts, which cost
+    nothing, do not make the ETA optimistic.
+    """
+
+    def __init__(
+        self, cell: Cell, total: int, done: int, bar: bool, log: Callable[[str], None] | None = None
+    ) -> None:
+        self.method, self.total, self.done, self.log = cell.method, total, done, log
+        self.ran = self.counted = self.failed = 0
+        self.tokens = self.calls = 0
+        self.wall = 0.0
+        self.start = time.perf_counter()
+        self._saved: list[tuple[logging.Logger, list[logging.Handler]]] = []
+        self.bar = tqdm(
+            total=total,
+            initial=done,
+            desc=f"{cell.model}/{cell.bench}/{cell.method}",
+            unit="prompt",
+            file=sys.stderr,
+            disable=not bar,
+            smoothing=0,
+            dynamic_ncols=True,
+        )
+
+    def __enter__(self) -> CellProgress:
+        if not self.bar.disable:  # while the bar is drawn, terminal handlers go through _AboveBar
+            node: logging.Logger | None = logger
+            while node is not None:
+                if any(_writes_to_terminal(h) for h in node.handlers):
+                    self._saved.append((node, node.handlers))
+                    node.handlers = [_AboveBar(h) if _writes_to_terminal(h) else h for h in node.handlers]
+                node = node.parent if node.propagate else None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+        for node, handlers in self._saved:
+            node.handlers = handlers
+        self._saved.clear()
+
+    def warn(self, message: str) -> None:
+        """A message shown in every mode (above the bar where one is drawn)."""
+        if self.log is not None:
+            self.log(message)
+        else:
+            logger.warning(message)
+
+    def prompt(self, index: int, prompt_id: Any, row: dict[str, Any], ran: bool, resumed: bool) -> None:
+        """Report prompt `index` (0-based) of the cell, whose method row is `row`. ran: this call
+        generated the row; resumed: the row was in the results file when the cell started (then
+        it counts only towards τ and tok/s)."""
+        ok = row.get("status", "ok") == "ok"
+        if ok:
+            self.tokens += row["generated_tokens"]
+            self.calls += row["forward_calls"]
+            self.wall += row["wall_time_s"]
+        if not resumed:
+            self.counted += 1
+            self.ran += int(ran)
+            self.failed += int(ran and not ok)
+        if not self.bar.disable:
+            postfix = {"tau": f"{self.tokens / self.calls if self.calls else 0.0:.2f}"}
+            postfix["tok/s"] = f"{self.tokens / self.wall if self.wall else 0.0:.1f}"
+            if self.failed:
+                postfix["failed"] = str(self.failed)
+            self.bar.set_postfix(postfix, refresh=resumed)
+            if not resumed:
+                self.bar.update(1)
+        if resumed or not ran:  # not ran: written meanwhile by another job running the same cell
+            return
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / self.ran * (self.total - self.done - self.counted)
+        result = (
+            f"{row['generated_tokens']} tok, tau {row['tau']:.2f}, {row['tokens_per_s']:.1f} tok/s, "
+            f"lossless {row['lossless']}"
+            if ok
+            else f"FAILED: {row.get('error')}"
+        )
+        line = (
+            f"[{index + 1}/{self.total}] {self.method} {prompt_id}: {result} "
+            f"(elapsed {tqdm.format_interval(elapsed)}, ETA {tqdm.format_interval(eta)})"
+        )
+        if self.log is not None:
+            self.log(line)
+        elif ok:
+            logger.info(line, extra={PROMPT_LINE: True})
+        else:
+            logger.warning(line)
+
+
 def run_cell(
     engine: VerificationEngine,
     tokenizer: Any,
@@ -205,115 +357,112 @@ def run_cell(
     make_drafter: Callable[[], Drafter],
     results_file: Path,
     extra: dict[str, Any] | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] | None = None,
+    progress: bool | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) a cell; returns the rows of this cell and of the AR reference, in prompt
-    order, as they are on disk after the run."""
+    order, as they are on disk after the run.
+
+    Progress (`CellProgress`): a tqdm bar when `progress` is True, one plain line per prompt when
+    it is False; None (the default) draws the bar where stderr is a terminal with a size and no
+    `log` callback is given. Lines and messages go to `log` if given, else to the logger
+    `goose.harness.runner` (under Hydra: the console and the job's log file)."""
     env = {**environment(), **(extra or {})}
-    ar_cell = Cell(cell.model, cell.bench, "ar", ARDrafter().config(), cell.max_new_tokens, cell.dtype)
+    ar_cell = Cell(  # the AR reference of the same prompt form (raw or in the chat template)
+        cell.model,
+        cell.bench,
+        "ar",
+        ARDrafter().config(),
+        cell.max_new_tokens,
+        cell.dtype,
+        cell.chat_template,
+    )
     existing: dict[tuple, dict[str, Any]] = {}
     _warn_if_cut(results_file)
     offset = _merge_new_rows(existing, results_file, 0)
     drafter = make_drafter()
     ar_drafter = ARDrafter()
     out_rows: list[dict[str, Any]] = []
-    done = sum(cell_key({**cell.row_base(), "prompt_id": p.prompt_id}) in existing for p in prompts)
-    if done:
-        log(
-            f"{done} of {len(prompts)} prompts of this cell are already in {results_file}: their rows "
-            "are reported, not re-run (resume; out_dir=<another folder> runs them afresh)"
+    resumed = [cell_key({**cell.row_base(), "prompt_id": p.prompt_id}) in existing for p in prompts]
+    if any(resumed):
+        message = (
+            f"{sum(resumed)} of {len(prompts)} prompts of this cell are already in {results_file}: their "
+            "rows are reported, not re-run (resume; out_dir=<another folder> runs them afresh)"
         )
-    for i, prompt in enumerate(prompts):
-        prompt_ids, bad_prompt = _tokenize(tokenizer, prompt)
-        ar_key = cell_key({**ar_cell.row_base(), "prompt_id": prompt.prompt_id})
-        key = cell_key({**cell.row_base(), "prompt_id": prompt.prompt_id})
-        if ar_key not in existing:
-            with _reference_lock(results_file):  # another job may be writing this very reference
-                offset = _merge_new_rows(existing, results_file, offset)
-                if ar_key not in existing:
-                    existing[ar_key] = _run_one(
-                        engine, ar_drafter, prompt, prompt_ids, ar_cell, None, env, results_file, bad_prompt
-                    )
-                    if existing[ar_key].get("status") != "ok":
-                        error = existing[ar_key].get("error")
-                        log(f"[{i + 1}/{len(prompts)}] ar {prompt.prompt_id}: FAILED: {error}")
-        ar_row = existing[ar_key]
-        reference = ar_row.get("output_ids") if ar_row.get("status", "ok") == "ok" else None
-        if key not in existing:
-            existing[key] = _run_one(
-                engine, drafter, prompt, prompt_ids, cell, reference, env, results_file, bad_prompt
-            )
-            r = existing[key]
-            log(
-                f"[{i + 1}/{len(prompts)}] {cell.method} {prompt.prompt_id}: "
-                + (
-                    f"{r['generated_tokens']} tok, tau {r['tau']:.2f}, {r['tokens_per_s']:.1f} tok/s, "
-                    f"lossless {r['lossless']}"
-                    if r.get("status") == "ok"
-                    else f"FAILED: {r.get('error')}"
+        if log is not None:
+            log(message)
+        else:
+            logger.info(message)
+    if progress is None:
+        progress = log is None and _terminal_width(sys.stderr) > 0
+    written: set[tuple] = set()  # keys of the rows this call generated
+    with CellProgress(cell, len(prompts), sum(resumed), progress, log) as report:
+        for i, prompt in enumerate(prompts):
+            prompt_ids, bad_prompt = _tokenize(tokenizer, prompt, cell.chat_template)
+            ar_key = cell_key({**ar_cell.row_base(), "prompt_id": prompt.prompt_id})
+            key = cell_key({**cell.row_base(), "prompt_id": prompt.prompt_id})
+            if ar_key not in existing:
+                with _reference_lock(results_file):  # another job may be writing this very reference
+                    offset = _merge_new_rows(existing, results_file, offset)
+                    if ar_key not in existing:
+                        existing[ar_key] = _run_one(
+                            engine,
+                            ar_drafter,
+                            prompt,
+                            prompt_ids,
+                            ar_cell,
+                            None,
+                            env,
+                            results_file,
+                            bad_prompt,
+                        )
+                        written.add(ar_key)
+                        if existing[ar_key].get("status") != "ok" and cell.method != "ar":
+                            error = existing[ar_key].get("error")
+                            report.warn(f"[{i + 1}/{len(prompts)}] ar {prompt.prompt_id}: FAILED: {error}")
+            ar_row = existing[ar_key]
+            reference = ar_row.get("output_ids") if ar_row.get("status", "ok") == "ok" else None
+            if key not in existing:
+                existing[key] = _run_one(
+                    engine, drafter, prompt, prompt_ids, cell, reference, env, results_file, bad_prompt
                 )
-            )
-        out_rows.append(existing[key])
-        if cell.method != "ar":
-            out_rows.append(existing[ar_key])
+                written.add(key)
+            report.prompt(i, prompt.prompt_id, existing[key], ran=key in written, resumed=resumed[i])
+            out_rows.append(existing[key])
+            if cell.method != "ar":
+                out_rows.append(existing[ar_key])
     return out_rows
 
 
 def _merge_new_rows(existing: dict[tuple, dict[str, Any]], path: Path, offset: int) -> int:
     """Add the "ok" rows appended to `path` from byte `offset` on to `existing` (by cell key, the
-    first row wins); return the offset after the last whole line read. Reading only what was
-    appended keeps a long cell linear in the file size. A cut line (a writer killed mid-write) is
-    skipped; the next append seals it off with a newline."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except FileNotFoundError:
-        return offset
-    end = data.rfind(b"\n") + 1
-    for raw in data[:end].splitlines():
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError:
-            warnings.warn(f"{path}: skipping a cut or corrupt line ({len(raw)} bytes)", stacklevel=2)
-            continue
-        if isinstance(row, dict) and row.get("status", "ok") == "ok":
+    first row wins); return the offset after the last whole line read (`read_appended`)."""
+    rows, offset = read_appended(path, offset)
+    for row in rows:
+        if row.get("status", "ok") == "ok":
             existing.setdefault(cell_key(row), row)
-    return offset + end
+    return offset
 
 
-@contextlib.contextmanager
-def _reference_lock(results_file: Path) -> Iterator[None]:
-    """Exclusive flock on `<results_file>.lock` (a separate file: `append_row` locks the results
-    file itself, per row)."""
+def _reference_lock(results_file: Path) -> FileLock:
+    """The exclusive lock under which an AR reference is looked up and, if still missing,
+    generated and appended: a `FileLock` on `<results_file>.lock`, held for the whole generation,
+    so that parallel jobs write one reference per prompt. A separate file from `append_lock`'s,
+    so that other jobs' appends do not wait for the generation."""
     results_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(results_file.with_name(results_file.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+    return FileLock(results_file.with_name(results_file.name + ".lock"))
 
 
 def _warn_if_cut(results_file: Path) -> None:
     """Warn when the results file ends in a line cut mid-write (a writer killed before its newline):
-    the line is skipped, its cell re-run, and the next append seals it off. Checked under a shared
-    flock, so that a row another job is appending right now (`append_row` holds the exclusive
-    lock while it writes) is not taken for a cut one."""
-    try:
-        fd = os.open(results_file, os.O_RDONLY)
-    except FileNotFoundError:
+    the line is skipped, its cell re-run, and the next append seals it off. Checked under
+    `append_lock`, so that a row another job is appending right now is not taken for a cut one."""
+    if not results_file.exists():
         return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        size = os.fstat(fd).st_size
-        tail = os.pread(fd, min(size, 1 << 20), max(0, size - (1 << 20))) if size else b"\n"
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+    with append_lock(results_file), results_file.open("rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - (1 << 20)))
+        tail = fh.read() if size else b"\n"
     if not tail.endswith(b"\n"):
         cut = len(tail) - tail.rfind(b"\n") - 1
         warnings.warn(
@@ -322,11 +471,12 @@ def _warn_if_cut(results_file: Path) -> None:
         )
 
 
-def _tokenize(tokenizer: Any, prompt: Any) -> tuple[list[int], str | None]:
-    """(token ids, None), or ([], the reason) when the prompt cannot be tokenized (the prompt is
-    then recorded as failed, and the sweep goes on)."""
+def _tokenize(tokenizer: Any, prompt: Any, chat_template: bool = False) -> tuple[list[int], str | None]:
+    """(token ids, None), raw or in the chat template (goose.harness.chat.encode_prompt), or
+    ([], the reason) when the prompt cannot be tokenized (the prompt is then recorded as failed,
+    and the sweep goes on)."""
     try:
-        return list(tokenizer(prompt.text).input_ids), None
+        return encode_prompt(tokenizer, prompt.text, chat_template), None
     except Exception as exc:  # a malformed record (text None, not a string, ...)
         return [], f"the prompt cannot be tokenized: {type(exc).__name__}: {exc}"
 

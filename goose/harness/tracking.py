@@ -13,7 +13,8 @@ method, so a dashboard can group or filter by any of them.
 
 Offline mode (the default: `wandb=offline`) needs no network; sync later with
 `wandb sync <out_dir>/wandb/offline-run-*`. `wandb=disabled` skips this module altogether. A W&B
-failure is reported and does not fail the job: its rows are on disk already.
+failure is reported and does not fail the job: its rows are on disk already. W&B's own console
+output is silenced unless `wandb_verbose=true` (see `log_run`).
 """
 
 from __future__ import annotations
@@ -81,10 +82,17 @@ def log_run(
     name: str,
     directory: Path,
     project: str = "goose-bench",
+    verbose: bool = False,
 ) -> str | None:
     """Log one cell's run under `<directory>/wandb/`; returns the run's files directory (None when
     W&B is not installed or failed). `name` is `<model>/<bench>/<method>`: its parts become the
-    tags and the job type; `group` is the experiment."""
+    tags and the job type; `group` is the experiment.
+
+    W&B's own console output (banner, "wandb: ..." lines, the history sparklines and summary at
+    `finish`) would follow and bury the summary table, so unless `verbose` (config
+    `wandb_verbose=true`) the run is started with `wandb.Settings(silent=True)`: W&B then prints
+    only its warnings and errors. Either way one line follows on stdout: where the offline run
+    was saved and how to upload it, or the online run's URL."""
     try:
         import wandb
     except ImportError:
@@ -105,6 +113,7 @@ def log_run(
             config={**config, "config_hash": hashes[0] if len(hashes) == 1 else hashes},
             dir=str(directory),
             reinit="finish_previous",
+            settings=None if verbose else wandb.Settings(silent=True),
         )
         clean = clean_summary(summary)
         run.log(clean)
@@ -112,6 +121,11 @@ def log_run(
         run.log({TABLE_KEY: table})
         run.summary.update({k: _finite(v) for k, v in summary.items()})  # every key; NaN -> null
         run_dir = run.dir
+        where = (
+            f"saved offline in {run.settings.sync_dir} (upload: wandb sync {run.settings.sync_dir})"
+            if run.offline
+            else f"at {run.url}"
+        )
         run.finish()
     except Exception as exc:  # W&B trouble must not fail a job whose rows are written
         print(
@@ -119,4 +133,5 @@ def log_run(
             file=sys.stderr,
         )
         return None
+    print(f"goose-bench: W&B run {name} {where}")
     return run_dir

@@ -1,0 +1,2 @@
+"""Result rows (JSONL I/O, cell keys) and metrics (τ, speedup, p_s, p_t). Torch-free: analysis/
+imports it."""

@@ -1,14 +1,15 @@
 """Results I/O: one JSON line per (model, bench, method, config, prompt), appended safely.
 
-Appends take an exclusive `flock` on the file and write the whole line with one `write` call, so
-parallel jobs never interleave rows. A line cut by a crash (no trailing newline, or not valid
-JSON) is skipped with a warning when reading and sealed off with a newline before the next append,
-so the cut cell is simply re-run on resume.
+Appends hold an exclusive lock (`append_lock`: the `filelock` library, an `flock` on Unix, on the
+file `<results file>.append.lock`) and write the whole line with one `write` call, so parallel
+writers (jobs of a joblib or submitit sweep sharing one results file) never interleave lines. A
+line cut by a crash (no trailing newline, or not valid JSON) is skipped with a warning when
+reading and sealed off with a newline before the next append, so the cut cell is simply re-run on
+resume. Reading takes no lock: a reader uses only newline-terminated lines.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -17,7 +18,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-CELL_FIELDS = ("model", "bench", "method", "config_hash", "prompt_id", "max_new_tokens", "dtype")
+from filelock import FileLock
+
+CELL_FIELDS = (
+    "model",
+    "bench",
+    "method",
+    "config_hash",
+    "prompt_id",
+    "max_new_tokens",
+    "dtype",
+    "chat_template",
+)
+# The value a key field takes in a row that lacks it: rows written before prompts could be put in a
+# chat template have no `chat_template` field, and they were raw.
+CELL_DEFAULTS = {"chat_template": False}
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -27,35 +42,78 @@ def config_hash(config: dict[str, Any]) -> str:
 
 
 def cell_key(row: dict[str, Any]) -> tuple:
-    """The identity of a result row: a re-run of the same cell has the same key."""
-    return tuple(row.get(f) for f in CELL_FIELDS)
+    """The identity of a result row: a re-run of the same cell has the same key. A field the row
+    lacks reads as its CELL_DEFAULTS value (an old row without `chat_template` is a raw one)."""
+    return tuple(row.get(f, CELL_DEFAULTS.get(f)) for f in CELL_FIELDS)
+
+
+def append_lock(path: str | Path) -> FileLock:
+    """The exclusive lock that every append to the results file `path` holds: a `FileLock` on
+    `<path>.append.lock` beside it. A separate file, since `FileLock` opens (and creates) the file
+    it locks, and not the runner's AR-reference lock `<path>.lock`, which is held for a whole
+    generation that appends of other jobs must not wait for. The lock file stays after release
+    (deleting it would let two processes lock two different files of one name)."""
+    path = Path(path)
+    return FileLock(path.with_name(path.name + ".append.lock"))
 
 
 def append_row(path: str | Path, row: dict[str, Any]) -> None:
-    """Append one row atomically (flock + single write + fsync)."""
+    """Append one row as one whole line: under `append_lock(path)`, seal off a cut last line (a
+    writer killed mid-write left no newline) with a newline, then write the line with a single
+    `write` call and fsync it. All writers of results files go through here, so lines never
+    interleave."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(row, default=str) + "\n").encode()
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    with append_lock(path):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0), 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size:
+                os.lseek(fd, size - 1, os.SEEK_SET)
+                if os.read(fd, 1) != b"\n":  # a previous writer died mid-line: seal it off
+                    line = b"\n" + line
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_appended(path: str | Path, offset: int = 0, whole: bool = False) -> tuple[list[dict[str, Any]], int]:
+    """(the rows of `path` from byte `offset` on, the offset after the last whole line read).
+
+    The one JSONL reader of the harness: `read_rows` reads whole files with it, and a running
+    cell re-reads only what other jobs appended since its last look (linear in the file size).
+    A line that is not a JSON object (a write cut by a crash) is skipped with a warning; a last
+    line without its newline (being written, or cut) is left for the next call, and the next
+    append seals a cut one off with a newline; with `whole` (a file read once, at rest) it is read
+    too. A missing file has no rows.
+    """
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        if size:
-            os.lseek(fd, size - 1, os.SEEK_SET)
-            if os.read(fd, 1) != b"\n":  # a previous writer died mid-line: seal it off
-                line = b"\n" + line
-        os.write(fd, line)
-        os.fsync(fd)
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        with Path(path).open("rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    end = len(data) if whole else data.rfind(b"\n") + 1
+    rows: list[dict[str, Any]] = []
+    for raw in data[:end].splitlines():
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError:
+            warnings.warn(f"{path}: skipping a cut or corrupt line ({len(raw)} bytes)", stacklevel=3)
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows, offset + end
 
 
 def read_rows(paths: str | Path | Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Read every valid row of one file, a directory (recursively, *.jsonl) or a list of files.
-
-    Lines that are not valid JSON objects (a write cut by a crash) are skipped with a warning.
-    """
+    """Every valid row of one file, a directory (recursively, *.jsonl) or a list of files
+    (`read_appended` over each whole file)."""
     if isinstance(paths, (str, Path)):
         p = Path(paths)
         files = sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
@@ -63,22 +121,7 @@ def read_rows(paths: str | Path | Iterable[str | Path]) -> list[dict[str, Any]]:
         files = [Path(x) for x in paths]
     rows: list[dict[str, Any]] = []
     for f in files:
-        if not f.exists():
-            continue
-        with f.open("rb") as fh:
-            for lineno, raw in enumerate(fh, 1):
-                raw = raw.strip()
-                if not raw:
-                    continue
-                try:
-                    row = json.loads(raw)
-                except json.JSONDecodeError:
-                    warnings.warn(
-                        f"{f}:{lineno}: skipping a cut or corrupt line ({len(raw)} bytes)", stacklevel=2
-                    )
-                    continue
-                if isinstance(row, dict):
-                    rows.append(row)
+        rows += read_appended(f, whole=True)[0]
     return rows
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from baselines.eagle2 import Eagle2Drafter, prune_by_value, subtree
 from baselines.isotropic import IsotropicDrafter
@@ -22,6 +21,7 @@ from baselines.token_recycling import (
 from goose.engine.drafter import VerifyOutcome
 from goose.engine.tree import BRANCH, ROOT, DraftTree
 from goose.sources.adjacency import AdjacencyTable
+from tests.conftest import method_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "method"
 
@@ -307,7 +307,7 @@ def test_eagle2_budget_depth_and_monotone_values() -> None:
 def test_method_configs_instantiate(name: str, cls: type, expected: dict) -> None:
     from hydra.utils import instantiate
 
-    cfg = OmegaConf.load(CONF / f"{name}.yaml")
+    cfg = method_config(name)
     assert cfg.name == name
     drafter = instantiate(cfg.drafter)
     assert isinstance(drafter, cls)

@@ -53,3 +53,34 @@ def test_invalid_hyperparameter_is_named():
 def test_negative_limit_rejected():
     proc = run("bench.limit=-1")
     assert proc.returncode == 2 and "bench.limit" in proc.stderr
+
+
+def _lacks(device: str) -> bool:
+    """True if this machine has no `device` (what the device check below needs)."""
+    import torch
+
+    if device == "mps":
+        return not torch.backends.mps.is_available()
+    index = int(device.partition(":")[2] or 0)
+    return not torch.cuda.is_available() or torch.cuda.device_count() <= index
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:7", "mps"])
+def test_missing_device_is_named_before_the_model_loads(device):
+    """model.device naming hardware this machine lacks: one paragraph naming the field, the value,
+    the devices here and the fix, exit 2, and no model loaded."""
+    if not _lacks(device):
+        pytest.skip(f"this machine has {device}")
+    proc = run(f"model.device={device}", "method=ar", "bench.limit=1", "max_new_tokens=4")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    err = proc.stderr
+    assert f"model.device = '{device}'" in err and "the devices here are: cpu" in err
+    assert "model.device=cpu" in err and "Traceback" not in err
+    assert "loaded model" not in proc.stdout + err  # failed before the weights were read
+
+
+def test_device_that_is_no_torch_device():
+    proc = run("model.device=gpu", "method=ar", "bench.limit=1")
+    assert proc.returncode == 2
+    assert "model.device = 'gpu'" in proc.stderr and "not a torch device" in proc.stderr
+    assert "model.device=cpu" in proc.stderr and "Traceback" not in proc.stderr

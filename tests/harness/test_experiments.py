@@ -4,8 +4,9 @@
   every value of every swept key gives a valid job config (drafter instantiated, no model loaded).
 - Resume: `python run.py` on the real offline model, killed (SIGKILL, SIGINT) once its first rows
   are on disk, then re-run: every (method, prompt) cell exactly once, every row parses.
-- Scale-out: a tiny sweep with the joblib launcher (2 processes) writes both jobs' rows and one
-  AR reference per prompt into one results file.
+- Scale-out: a tiny sweep with the joblib launcher (2 processes), and one through submitit's local
+  executor (`hydra/launcher=submitit_local`, the code path of the SLURM launcher), write both jobs'
+  rows and one AR reference per prompt into one results file.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from hydra import compose, initialize_config_dir
 from hydra.types import RunMode
 from hydra.utils import instantiate
 
-from goose.harness.job import effective_sizes
+from goose.harness.benchmarks import PAPER_BENCHMARKS
+from goose.harness.compose import effective_sizes
 from goose.records.results import config_hash
 from tests.conftest import ROOT
 
 CONF = ROOT / "conf"
 PAPER_MODELS = ["vicuna-7b", "vicuna-13b", "vicuna-33b", "llama3-8b", "qwen3-8b"]
-PAPER_BENCHES = ["humaneval", "mbpp", "classeval", "gsm8k", "mtbench"]
+PAPER_BENCHES = list(PAPER_BENCHMARKS)
 PAPER_MAX_NEW = {"humaneval": 512, "mbpp": 512, "classeval": 512, "gsm8k": 1024, "mtbench": 1024}
 ALL_METHODS = ["ar", "pld", "tr", "iso3", "iso5", "eagle2", "goose"]
 ISO = ["iso3", "iso5", "iso3_beff", "iso5_beff", "goose"]
@@ -47,6 +49,7 @@ SENSITIVITY = {  # name -> (drafter field, swept values); the paper default is a
 PRESETS: dict[str, tuple] = {
     "main_grid": (PAPER_MODELS, PAPER_BENCHES, ALL_METHODS, None, None, None),
     "cpu_main": (["smollm2-135m"], PAPER_BENCHES, ALL_METHODS, None, 20, 128),
+    "cpu_main_gemma": (["gemma3-270m"], PAPER_BENCHES, ALL_METHODS, None, 5, 128),
     "iso_control": (["llama3-8b", "qwen3-8b"], PAPER_BENCHES, ISO, None, None, None),
     "cpu_iso_control": (["smollm2-135m"], CPU3, ISO, None, 10, 128),
     "ablations": (PAPER_MODELS, PAPER_BENCHES, ABLATIONS, None, None, None),
@@ -159,8 +162,7 @@ def test_command_line_narrows_a_preset():
     ],
 )
 def test_launchers_compose(launcher, extra, field, value):
-    if "slurm" in launcher:
-        pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    """hydra-submitit-launcher is a dev dependency: without it this fails rather than skips."""
     cfg = _compose(["+experiment=main_grid", f"hydra/launcher={launcher}", *extra])
     assert cfg.hydra.launcher[field] == value
     if "slurm" in launcher:
@@ -184,6 +186,7 @@ def _command(out: Path, *extra: str) -> list[str]:
         sys.executable,
         "run.py",
         "method=pld",
+        "budget=fixed",
         "bench=humaneval",
         "bench.limit=3",
         "max_new_tokens=24",
@@ -309,6 +312,39 @@ def test_joblib_launcher_runs_jobs_in_parallel(tmp_path):
     assert by_method["goose"]["session_id"] != by_method["goose_no_bigram"]["session_id"]  # 2 processes
     assert all(r["experiment"] == "cpu_ablations" and r["status"] == "ok" and r["lossless"] for r in rows)
     assert sorted(p.name for p in (out / "multirun").iterdir() if p.is_dir()) == ["0", "1"]
+
+
+def test_submitit_local_launcher_runs_the_slurm_code_path(tmp_path):
+    """A real 2-job sweep through `hydra/launcher=submitit_local`: submitit pickles each job and
+    runs it in its own process, as on SLURM (`slurm_gpu` / `submitit_slurm` differ only in
+    submitting through sbatch). One results file gets one row per (method, prompt), the AR
+    reference once, all lossless; the per-prompt line is in the job's Hydra log."""
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable,
+        "run.py",
+        "-m",
+        "hydra/launcher=submitit_local",
+        "method=ar,pld",
+        "bench.limit=1",
+        "max_new_tokens=8",
+        "threads=1",
+        f"out_dir={out}",
+        "wandb=disabled",
+        f"hydra.sweep.dir={out}/multirun",
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    assert "Submitit 'local' sweep output dir" in log
+    rows = _rows(out / "smollm2-135m" / "mtbench.jsonl")  # every line parses
+    methods = sorted(r["method"].removesuffix("_auto") for r in rows)  # pld_auto where budget=auto
+    assert methods == ["ar", "pld"]  # 2 cells, one prompt each, the AR reference written once
+    assert len({r["prompt_id"] for r in rows}) == 1
+    assert all(r["status"] == "ok" and r["lossless"] is True for r in rows)
+    assert len(list((out / "multirun" / ".submitit").glob("*/*_result.pkl"))) == 2  # submitit ran both
+    # job 1 (pld) always runs its prompt (job 0's AR cell may be resumed from job 1's reference)
+    assert "[1/1] pld" in (out / "multirun" / "1" / "run.log").read_text()  # goose.harness.runner
 
 
 def test_reference_lock_is_exclusive_across_processes(tmp_path):

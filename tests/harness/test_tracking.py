@@ -182,6 +182,11 @@ def test_real_run_logs_offline(tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert "W&B logging failed" not in proc.stderr
     (offline,) = (out / "wandb").glob("offline-run-*")
+    # W&B's banner and run summary stay off the console; one line says where the run went
+    assert "Tracking run with wandb" not in proc.stdout + proc.stderr
+    assert "Run summary" not in proc.stdout + proc.stderr
+    saved = f"goose-bench: W&B run smollm2-135m/humaneval/goose saved offline in {offline}"
+    assert proc.stdout.splitlines()[-1].startswith(saved), proc.stdout[-1000:]
     got = wandb_records(offline)
     assert (
         got["run"].run_group == "cpu_ablations" and got["run"].display_name == "smollm2-135m/humaneval/goose"

@@ -23,6 +23,7 @@ from baselines.iso_budget import IsotropicGooseBudgetDrafter
 from baselines.isotropic import IsotropicDrafter
 from baselines.pld import PromptLookupDrafter
 from baselines.token_recycling import TokenRecyclingDrafter
+from goose.harness import compose as harness_compose
 from goose.harness.config_schema import GooseBenchConfig, validate_config
 from goose.method.config import GooseConfig
 from goose.method.drafter import GooseDrafter
@@ -145,7 +146,7 @@ def test_drafter_configs_are_unchanged_by_validation():
         (["method=pld", "method.drafter.ngram_sizes=[3,0]"], ["PromptLookupDrafter.ngram_sizes", ">= 1"]),
         (["method.drafter.k=0"], ["GooseConfig.k = 0", ">= 1"]),
         (["method.drafter.max_depth=0"], ["GooseConfig.max_depth = 0", ">= 1"]),
-        (["bench.limit=-1"], ["bench.limit = -1", ">= 0"]),
+        (["bench.limit=-1"], ["bench.limit = -1", ">= 1"]),
         (["max_new_tokens=-5"], ["max_new_tokens = -5", ">= 0"]),
         (["bench.max_new_tokens=-1"], ["bench.max_new_tokens = -1", ">= 0"]),
         (["threads=0"], ["threads = 0", ">= 1"]),
@@ -167,9 +168,9 @@ def test_run_job_refuses_before_loading_anything(monkeypatch, overrides, expecte
     def must_not_load(*args, **kwargs):
         raise AssertionError("a model or benchmark was loaded for an invalid config")
 
-    monkeypatch.setattr(job, "_model", must_not_load)
-    monkeypatch.setattr(job, "load_model", must_not_load)
-    monkeypatch.setattr(job, "load_benchmark", must_not_load)
+    monkeypatch.setattr(job, "load_engine", must_not_load)
+    monkeypatch.setattr(harness_compose, "load_model", must_not_load)
+    monkeypatch.setattr(harness_compose, "load_benchmark", must_not_load)
     cfg = compose_cfg(*overrides)
     with pytest.raises(job.UserError) as err:
         job.run_job(cfg)
@@ -208,7 +209,7 @@ def test_validate_config_without_the_compose_time_schema():
 
     cfg = OmegaConf.to_container(compose_cfg(), resolve=True)
     cfg["bench"]["limit"] = "abc"
-    with pytest.raises(ValueError, match=r"bench.limit = 'abc': must be an integer >= 0"):
+    with pytest.raises(ValueError, match=r"bench.limit = 'abc': must be an integer >= 1"):
         validate_config(cfg)
     cfg["bench"]["limit"] = None
     del cfg["model"]["name"]

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from baselines.iso_budget import IsotropicGooseBudgetDrafter
 from goose.engine.drafter import VerifyOutcome
 from goose.engine.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.config import GooseConfig
 from goose.method.drafter import GooseDrafter
+from tests.conftest import method_config
 
 METHOD_DIR = Path(__file__).resolve().parents[2] / "conf" / "method"
 V = 64  # vocabulary of the fake logits
@@ -113,7 +113,7 @@ def test_drafter_takes_every_field_and_logs_them():
     ],
 )
 def test_presets_instantiate_with_one_change_each(preset, changed):
-    cfg = OmegaConf.load(METHOD_DIR / f"{preset}.yaml")
+    cfg = method_config(preset)
     assert cfg.name == preset
     drafter = instantiate(cfg.drafter, _convert_="all")
     expected = {**GooseConfig().as_dict(), **changed}
@@ -269,10 +269,10 @@ def test_real_table_is_updated_from_every_node_with_parent_as_prev():
 
 
 def test_iso_beff_budget_follows_confidence():
-    cfg = OmegaConf.load(METHOD_DIR / "iso3_beff.yaml")
+    cfg = method_config("iso3_beff")
     d = instantiate(cfg.drafter, _convert_="all")
     assert isinstance(d, IsotropicGooseBudgetDrafter) and d.branching == 3 and d.name == "iso3_beff"
-    assert instantiate(OmegaConf.load(METHOD_DIR / "iso5_beff.yaml").drafter).branching == 5
+    assert instantiate(method_config("iso5_beff").drafter).branching == 5
     d.begin([1, 2, 3, 4, 5], torch.zeros(5, V))
     assert d.node_budget([1, 2, 3, 4, 5, 6]) == 60  # no match: c = 0
     template = [10, 11, 12, 13, 14, 15, 16]

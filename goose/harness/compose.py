@@ -1,0 +1,148 @@
+"""From a configuration to the objects of a run: the one place where `run.py` and every script
+under `experiments/` turn `conf/` (plus overrides) into a validated config, a drafter factory, a
+loaded model with its verification engine, and the effective prompt count and length.
+
+    cfg = compose_config(["model=smollm2-135m", "method=goose", "bench.limit=5"])
+    make_drafter = drafter_factory(cfg)          # validated: a bad hyperparameter fails here
+    loaded, engine = load_engine(cfg)            # cached per process, warmed up
+    limit, max_new = effective_sizes(cfg)
+    spec, prompts, source = benchmark_prompts(cfg, limit)
+    apply_chat, why = chat_template_decision(cfg, spec, loaded.tokenizer)
+
+Errors a user can fix raise `UserError` (printed as one paragraph by run.py, exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from goose.engine.drafter import Drafter
+from goose.engine.verifier import VerificationEngine
+from goose.harness.benchmarks import (
+    BenchmarkError,
+    BenchmarkSpec,
+    Prompt,
+    file_in_data_dir,
+    load_benchmark,
+    resolve_source,
+)
+from goose.harness.chat import decide_chat_template
+from goose.harness.config_schema import validate_config  # also registers the schema config.yaml uses
+from goose.harness.models import LoadedModel, ModelUnavailableError, load_model
+from goose.harness.runner import warm_up
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+WARM_UP_TEXT = "Warm-up: the quick brown fox jumps over the lazy dog."
+
+
+class UserError(Exception):
+    """An error the user can fix from the command line; printed as one paragraph."""
+
+
+def compose_config(overrides: Sequence[str] = (), validate: bool = True) -> DictConfig:
+    """conf/config.yaml composed with Hydra command-line style `overrides`, validated like a
+    `run.py` job (unknown keys, types, ranges, drafter keys) unless `validate` is False."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose(config_name="config", overrides=list(overrides))
+    if validate:
+        check_config(cfg)
+    return cfg
+
+
+def check_config(cfg: DictConfig) -> None:
+    """`validate_config`, with its ValueError turned into a UserError."""
+    try:
+        validate_config(cfg)
+    except ValueError as exc:
+        raise UserError(f"invalid configuration: {exc}") from None
+
+
+def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
+    """(prompt limit, max_new_tokens) after applying the quick defaults of CPU-sized models."""
+    quick = cfg.get("quick", "auto")
+    limit, max_new = cfg.bench.get("limit"), cfg.get("max_new_tokens")
+    has_quick = cfg.model.get("quick_limit") is not None
+    if quick is True or (quick == "auto" and has_quick):
+        if limit is None:
+            limit = cfg.model.get("quick_limit")
+        if max_new is None:
+            max_new = cfg.model.get("quick_max_new_tokens")
+    if max_new is None:
+        max_new = int(cfg.bench.max_new_tokens)
+    return (None if limit is None else int(limit)), int(max_new)
+
+
+def drafter_factory(cfg: DictConfig) -> Callable[[], Drafter]:
+    """A zero-argument factory of the configured drafter (`cfg.method.drafter`, a `_target_` with
+    keyword arguments); builds one drafter up front, so that a bad value fails before any model
+    loads."""
+
+    def make() -> Drafter:
+        try:
+            return instantiate(cfg.method.drafter, _convert_="all")
+        except InstantiationException as exc:
+            cause = exc.__cause__ or exc
+            raise UserError(f"method={cfg.method.name}: invalid configuration: {cause}") from None
+
+    make()
+    return make
+
+
+def benchmark_prompts(cfg: DictConfig, limit: int | None) -> tuple[BenchmarkSpec, list[Prompt], str]:
+    """(the benchmark's spec, its first `limit` prompts, the source used: hub, local or file), all
+    from `cfg.bench` (conf/bench/<name>.yaml plus overrides) and `cfg.data_dir`."""
+    try:
+        spec = BenchmarkSpec.from_config(OmegaConf.to_container(cfg.bench, resolve=True))
+        data_file = spec.data_file or file_in_data_dir(spec, cfg.get("data_dir"))
+        source = resolve_source(spec, data_file, spec.source)
+        return spec, load_benchmark(spec, limit, data_file, source=source), source
+    except BenchmarkError as exc:
+        raise UserError(str(exc)) from None
+
+
+def chat_template_decision(cfg: DictConfig, spec: BenchmarkSpec, tokenizer: Any) -> tuple[bool, str]:
+    """(apply the tokenizer's chat template?, why) for `bench.chat_template` = auto | true | false
+    (goose.harness.chat.decide_chat_template); needs the tokenizer (does it have a template?)."""
+    try:
+        return decide_chat_template(
+            spec.chat_template,
+            model=cfg.model.name,
+            instruct=bool(cfg.model.get("instruct", False)),
+            bench=spec.name,
+            chat_bench=spec.chat,
+            tokenizer=tokenizer,
+        )
+    except BenchmarkError as exc:
+        raise UserError(str(exc)) from None
+
+
+_ENGINES: dict[str, tuple[LoadedModel, VerificationEngine]] = {}
+
+
+def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
+    """The model of `cfg.model` and its verification engine, warmed up; cached per process (one
+    model in memory at a time), so that the jobs of a multirun in one process load it once."""
+    spec = OmegaConf.to_container(cfg.model, resolve=True)
+    key = repr(sorted(spec.items()))
+    if key not in _ENGINES:
+        _ENGINES.clear()
+        try:
+            loaded = load_model(**spec)
+        except (ModelUnavailableError, ValueError) as exc:
+            raise UserError(str(exc)) from None
+        engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
+        warm_up(engine, loaded.tokenizer(WARM_UP_TEXT).input_ids)
+        _ENGINES[key] = (loaded, engine)
+    return _ENGINES[key]
+
+
+def release_engines() -> None:
+    """Drop the cached model (e.g. before loading the same model in another dtype)."""
+    _ENGINES.clear()
