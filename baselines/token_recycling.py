@@ -15,6 +15,7 @@ and a test checks that it reproduces the literal table below.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -22,7 +23,7 @@ import torch
 from goose.engine.drafter import Drafter, VerifyOutcome
 from goose.engine.tree import BRANCH, DraftTree
 from goose.sources.adjacency import AdjacencyTable
-from goose.validation import check_hyperparameters
+from goose.validation import check_bool, check_hyperparameters
 
 TR_K = 8
 TR_LEVEL_SIZES: tuple[int, ...] = (8, 21, 25, 15, 8, 3)
@@ -119,9 +120,19 @@ def fill_template(
 class TokenRecyclingDrafter(Drafter):
     """Token Recycling: fixed 80-node template over a run-long top-K id table (K = 8)."""
 
-    def __init__(self, k: int = TR_K, template: tuple[tuple[int, ...], ...] = TR_TEMPLATE) -> None:
-        super().__init__(name="tr")
+    def __init__(
+        self,
+        k: int = TR_K,
+        template: tuple[tuple[int, ...], ...] = TR_TEMPLATE,
+        persistent_table: bool = True,
+        name: str = "tr",
+    ) -> None:
+        """persistent_table: keep the table across the prompts of a run (the TR paper's setting);
+        false starts every prompt with an empty table, as Goose does (the like-for-like
+        comparison with Goose)."""
+        super().__init__(name=name)
         check_hyperparameters("TokenRecyclingDrafter", k=k)
+        self.persistent_table = check_bool("TokenRecyclingDrafter.persistent_table", persistent_table)
         check_template("TokenRecyclingDrafter", template, k)
         self.k = k
         self.template = tuple(tuple(p) for p in template)
@@ -133,14 +144,26 @@ class TokenRecyclingDrafter(Drafter):
             "template_nodes": len(self.template),
             "level_sizes": [sum(1 for p in self.template if len(p) == d) for d in range(1, 7)],
             "prefill_harvest": False,
-            "persistent_table": True,
+            "persistent_table": self.persistent_table,
         }
 
+    @property
+    def carries_run_state(self) -> bool:  # type: ignore[override]
+        """The table persists across the prompts of a run (the TR paper) unless turned off."""
+        return self.persistent_table
+
+    def run_state(self) -> Any:
+        return copy.deepcopy(self.table)
+
+    def restore_run_state(self, state: Any) -> None:
+        self.table = copy.deepcopy(state)
+
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
-        """Allocate the table on the first prompt of a run; keep it afterwards (no prefill harvest)."""
+        """Allocate the table on the first prompt of a run; keep it afterwards unless
+        `persistent_table` is off (no prefill harvest either way)."""
         super().begin(prompt_ids, prefill_logits)
         vocab = prefill_logits.shape[-1]
-        if self.table is None:
+        if self.table is None or not self.persistent_table:
             self.table = AdjacencyTable(vocab, self.k, use_scores=False, use_bigram=False)
         elif self.table.vocab_size != vocab:
             raise ValueError(f"vocab changed from {self.table.vocab_size} to {vocab} within a run")

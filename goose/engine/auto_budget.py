@@ -39,6 +39,7 @@ L on that observed tree, so it sees the spine nodes actually verified.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,8 @@ class AcceptanceModel:
         self.accepted = np.zeros(shape)
 
     def keys(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(source, depth bucket, rank bucket) of nodes 1..n-1."""
+        """(source, depth bucket, rank bucket) of nodes 1..n-1, rank = insertion order among
+        siblings."""
         n = len(tree)
         rank = [0] * n
         seen = [0] * n
@@ -95,14 +97,27 @@ class AcceptanceModel:
             p = parents[i]
             rank[i] = seen[p]
             seen[p] += 1
-        src = np.minimum(np.asarray(tree.sources[1:], dtype=np.int64), NUM_SOURCES - 1)
-        depth = np.minimum(np.asarray(tree.depths[1:], dtype=np.int64), MAX_DEPTH_BUCKET)
-        rk = np.minimum(np.asarray(rank[1:], dtype=np.int64), MAX_RANK_BUCKET)
+        return self.bucket_keys(tree.sources[1:], tree.depths[1:], rank[1:])
+
+    @staticmethod
+    def bucket_keys(
+        sources: list[int], depths: list[int], ranks: list[int]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Cell keys of nodes given by their source, depth and sibling rank (clipped to the
+        buckets), for a drafter that ranks siblings its own way (baselines.opt_tree)."""
+        src = np.minimum(np.asarray(sources, dtype=np.int64), NUM_SOURCES - 1)
+        depth = np.minimum(np.asarray(depths, dtype=np.int64), MAX_DEPTH_BUCKET)
+        rk = np.minimum(np.asarray(ranks, dtype=np.int64), MAX_RANK_BUCKET)
         return src, depth, rk
 
     def rates(self, keys: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
         a = self.accepted[keys] + self.prior_alpha[keys]
         return a / (self.reached[keys] + self.prior_alpha[keys] + self.prior_beta[keys])
+
+    def rate_table(self) -> np.ndarray:
+        """r of every cell, [NUM_SOURCES, MAX_DEPTH_BUCKET + 1, MAX_RANK_BUCKET + 1] (the same
+        estimate as `rates`, for a drafter that looks rates up while it builds a tree)."""
+        return (self.accepted + self.prior_alpha) / (self.reached + self.prior_alpha + self.prior_beta)
 
     def path_probabilities(
         self, tree: DraftTree, keys: tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -168,6 +183,18 @@ class AutoBudgetDrafter(Drafter):
     @property
     def needs_prefill_logits(self) -> bool:
         return self.inner.needs_prefill_logits
+
+    # The acceptance rates are learnt over the whole run (they are not reset per prompt), so an
+    # auto-budget drafter always carries state across prompts: the rates and the inner drafter's.
+    carries_run_state = True
+
+    def run_state(self) -> Any:
+        return {"acceptance": copy.deepcopy(self.acceptance), "inner": self.inner.run_state()}
+
+    def restore_run_state(self, state: Any) -> None:
+        self.acceptance = copy.deepcopy(state["acceptance"])
+        if state["inner"] is not None:
+            self.inner.restore_run_state(state["inner"])
 
     def config(self) -> dict[str, Any]:
         return {

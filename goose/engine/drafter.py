@@ -77,6 +77,21 @@ class Drafter:
     def end(self) -> None:
         """Called once per prompt when generation stops."""
 
+    # ------------------------------------------------------------------ state across prompts
+    # Whether this drafter carries state from one prompt of a run to the next (Token Recycling's
+    # run-long table, budget=auto's learnt acceptance rates, a global suffix cache). The runner
+    # then checkpoints `run_state()` beside the cell's rows after every prompt, and a resumed cell
+    # restores it before its next prompt, so that an interrupted and resumed run gives the same
+    # rows as an uninterrupted one.
+    carries_run_state: ClassVar[bool] = False
+
+    def run_state(self) -> Any:
+        """A picklable snapshot of the state carried to the next prompt (None: nothing)."""
+        return None
+
+    def restore_run_state(self, state: Any) -> None:
+        """Continue from a `run_state()` snapshot (taken after the same earlier prompts)."""
+
     def count(self, key: str, by: int = 1) -> None:
         """Increment a method-specific counter in `stats`."""
         self.stats[key] = self.stats.get(key, 0) + by

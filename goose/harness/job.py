@@ -40,6 +40,16 @@ def _auto_budget(make_drafter, engine: VerificationEngine):
     return auto_budget_factory(make_drafter, engine, latency=table)
 
 
+def _parallel_launcher() -> bool:
+    """Whether this job runs beside others that share the terminal (Hydra's joblib launcher): then
+    each job logs plain lines, since several progress bars would overwrite one another."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return False
+    return "joblib" in str(HydraConfig.get().launcher.get("_target_", "")).lower()
+
+
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """Run one (model, bench, method) cell and return its summary."""
     check_config(cfg)  # unknown keys, types, ranges, drafter keys: before anything loads
@@ -79,6 +89,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         make_drafter,
         out_file,
         extra={"bench_source": source, "experiment": cfg.get("experiment")},
+        progress=False if _parallel_launcher() else None,
     )
     ar_rows = [r for r in rows if r["method"] == "ar"]
     method_rows = [r for r in rows if r["method"] == method]

@@ -38,6 +38,7 @@ from goose.engine.drafter import ARDrafter, Drafter
 from goose.engine.tree import DraftTree
 from goose.engine.verifier import VerificationEngine
 from goose.harness.chat import encode_prompt
+from goose.harness.run_state import RunStateStore
 from goose.records.results import append_lock, append_row, cell_key, config_hash, read_appended
 
 SESSION_ID = uuid.uuid4().hex[:12]
@@ -48,21 +49,14 @@ def environment() -> dict[str, Any]:
     """Hardware, library versions and git commit, recorded in every row."""
     import transformers
 
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, cwd=Path(__file__).resolve().parent, timeout=5
+        ).stdout.strip()
+
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            cwd=Path(__file__).resolve().parent,
-            timeout=5,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            cwd=Path(__file__).resolve().parent,
-            timeout=5,
-        ).stdout.strip()
+        commit = git("rev-parse", "--short=12", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
         commit = commit + ("-dirty" if dirty else "") if commit else "unknown"
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
@@ -396,6 +390,10 @@ def run_cell(
     if progress is None:
         progress = log is None and _terminal_width(sys.stderr) > 0
     written: set[tuple] = set()  # keys of the rows this call generated
+    # Drafters with state across prompts: checkpoint it with the rows, restore it on resume.
+    store = RunStateStore(results_file, cell.row_base()) if drafter.carries_run_state else None
+    seen: list[str] = []  # ids of the prompts whose runs shaped the drafter's state, in order
+    restored, state_checked = False, False
     with CellProgress(cell, len(prompts), sum(resumed), progress, log) as report:
         for i, prompt in enumerate(prompts):
             prompt_ids, bad_prompt = _tokenize(tokenizer, prompt, cell.chat_template)
@@ -423,15 +421,58 @@ def run_cell(
             ar_row = existing[ar_key]
             reference = ar_row.get("output_ids") if ar_row.get("status", "ok") == "ok" else None
             if key not in existing:
+                fields, before_append = None, None
+                if store is not None:
+                    if not state_checked:  # the first prompt this process runs: restore the state
+                        state_checked = True
+                        restored = _restore_run_state(
+                            store, drafter, [p.prompt_id for p in prompts[:i]], report
+                        )
+                        seen = [p.prompt_id for p in prompts[:i]] if restored else []
+                    fields = {"run_state_prompts": len(seen), "run_state_restored": restored}
+                    ids_after = [*seen, prompt.prompt_id]
+                    before_append = lambda row, ids=ids_after: store.save(ids, drafter.run_state())  # noqa: E731
                 existing[key] = _run_one(
-                    engine, drafter, prompt, prompt_ids, cell, reference, env, results_file, bad_prompt
+                    engine,
+                    drafter,
+                    prompt,
+                    prompt_ids,
+                    cell,
+                    reference,
+                    env,
+                    results_file,
+                    bad_prompt,
+                    fields,
+                    before_append,
                 )
                 written.add(key)
+                if store is not None:
+                    seen.append(prompt.prompt_id)
+                    store.prune(len(seen))
             report.prompt(i, prompt.prompt_id, existing[key], ran=key in written, resumed=resumed[i])
             out_rows.append(existing[key])
             if cell.method != "ar":
                 out_rows.append(existing[ar_key])
     return out_rows
+
+
+def _restore_run_state(store: RunStateStore, drafter: Drafter, before: list[str], report: Any) -> bool:
+    """Restore the drafter's state after the cell's prompts `before` (already in the results)
+    from its checkpoint; True if restored. Without a matching checkpoint the cell goes on with a
+    fresh state and says that its later rows may differ from an uninterrupted run."""
+    if not before:
+        return False
+    state = store.load(before)
+    if state is None:
+        report.warn(
+            f"{drafter.name} carries state across prompts, but no checkpoint of it after the "
+            f"{len(before)} prompts already in the results was found in {store.folder}: the cell "
+            "goes on with a fresh state, so its next rows may differ from an uninterrupted run "
+            "(each row records the state it started from: run_state_prompts)"
+        )
+        return False
+    drafter.restore_run_state(state)
+    return True
 
 
 def _merge_new_rows(existing: dict[tuple, dict[str, Any]], path: Path, offset: int) -> int:
@@ -499,8 +540,11 @@ def _run_one(
     env: dict[str, Any],
     results_file: Path,
     bad_prompt: str | None = None,
+    fields: dict[str, Any] | None = None,
+    before_append: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Generate one prompt and append its row. Any Exception (non-finite logits, out of memory, a
+    """Generate one prompt and append its row (with `fields` added; `before_append(row)` runs
+    just before the row is written, e.g. to checkpoint the drafter's run state). Any Exception (non-finite logits, out of memory, a
     drafter's bug, a prompt that is empty or longer than the context window) makes a row with
     status "failed" and the reason in `error`, and the sweep goes on; KeyboardInterrupt and
     SystemExit propagate, so Ctrl-C stops the sweep with only complete rows on disk.
@@ -512,6 +556,7 @@ def _run_one(
         "prompt_id": prompt.prompt_id,
         "prompt_tokens": len(prompt_ids),
         **env,
+        **(fields or {}),
         "timestamp": time.time(),
     }
     sampler = TreeSampler()
@@ -535,5 +580,7 @@ def _run_one(
         if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
             del exc
             _free_memory()
+    if before_append is not None:
+        before_append(row)
     append_row(results_file, row)
     return row

@@ -38,6 +38,11 @@ class GooseConfig:
     prefill_harvest            seed the adjacency table from the prompt's prefill logits.
     use_confidence             use c (chain extension, B_eff, spine-ratio shift); off = the paper's
                                "no consensus bypass" ablation: c = 0, every tree at budget B.
+    persistent_table           keep the adjacency table across the prompts of a run, as Token
+                               Recycling does (not the paper's setting, which starts each prompt
+                               afresh): the like-for-like comparison with TR. Off by default, and
+                               then left out of `as_dict`, so that the config hash of rows written
+                               before the field existed does not change.
     """
 
     budget: int = 60
@@ -57,6 +62,7 @@ class GooseConfig:
     use_bigram: bool = True
     prefill_harvest: bool = True
     use_confidence: bool = True
+    persistent_table: bool = False
 
     def __post_init__(self) -> None:
         # Hydra hands lists (ListConfig) for the tuple fields; the checks return plain tuples, so
@@ -91,7 +97,10 @@ class GooseConfig:
 
     def as_dict(self) -> dict[str, Any]:
         """The hyperparameters as a JSON-friendly dict (tuples become lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        if not self.persistent_table:
+            del out["persistent_table"]  # the default: keep earlier rows' config hashes
+        return out
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ updates the spine-acceptance EMA a and the spine-continuation counters.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -76,13 +77,26 @@ class GooseDrafter(Drafter):
         """The adjacency table is seeded from the prefill logits only with `prefill_harvest`."""
         return self.cfg.prefill_harvest
 
+    @property
+    def carries_run_state(self) -> bool:  # type: ignore[override]
+        """Only with `persistent_table` does anything outlive a prompt (the table)."""
+        return self.cfg.persistent_table
+
+    def run_state(self) -> Any:
+        return copy.deepcopy(self.table) if self.cfg.persistent_table else None
+
+    def restore_run_state(self, state: Any) -> None:
+        if self.cfg.persistent_table:
+            self.table = copy.deepcopy(state)
+
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
-        """Fresh adjacency table (prefill harvest if on), context pool = the prompt, a = a_0."""
+        """Fresh adjacency table (prefill harvest if on; with `persistent_table` the run's table
+        is kept, as Token Recycling keeps it), context pool = the prompt, a = a_0."""
         super().begin(prompt_ids, prefill_logits)
         vocab = int(prefill_logits.shape[-1])
         if self.table is None or self.table.vocab_size != vocab:
             self.table = AdjacencyTable(vocab, self.cfg.k, use_scores=True, use_bigram=self.cfg.use_bigram)
-        else:
+        elif not self.cfg.persistent_table:
             self.table.reset()
         if self.cfg.prefill_harvest:
             self.table.update_from_prefill(prompt_ids, prefill_logits)

@@ -73,7 +73,12 @@ def test_run_py_writes_rows_with_every_field(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "speedup" in proc.stdout and "lossless" in proc.stdout
     rows = [json.loads(x) for x in (tmp_path / "smollm2-135m" / "humaneval.jsonl").read_text().splitlines()]
-    assert sorted(r["method"] for r in rows) == ["ar", "ar", "pld_auto", "pld_auto"]  # budget=auto: the default
+    assert sorted(r["method"] for r in rows) == [
+        "ar",
+        "ar",
+        "pld_auto",
+        "pld_auto",
+    ]  # budget=auto: the default
     required = (
         "model bench method method_config prompt_id generated_tokens forward_calls tau wall_time_s "
         "tokens_per_s offered accepted lossless hardware dtype versions git_commit output_ids"
