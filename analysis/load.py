@@ -57,7 +57,10 @@ MODEL_NAMES = {
 MAIN_METHODS = ["ar", "pld", "tr", "iso3", "iso5", "eagle2", "goose"]
 ISO_METHODS = ["iso3", "iso5", "iso3_beff", "iso5_beff"]
 ABLATIONS = ["goose_no_spine_branches", "goose_no_bigram", "goose_no_consensus", "goose_no_prefill"]
-METHOD_ORDER = MAIN_METHODS[:-1] + ["iso3_beff", "iso5_beff", "goose"] + ABLATIONS
+LIKE_FOR_LIKE = ["tr_per_prompt", "goose_persistent"]  # TR / Goose with the other's table lifetime
+METHOD_ORDER = (
+    MAIN_METHODS[:-1] + ["sam", "opt_tree", "iso3_beff", "iso5_beff", "goose"] + ABLATIONS + LIKE_FOR_LIKE
+)
 METHOD_NAMES = {
     "ar": "AR",
     "pld": "PLD",
@@ -67,11 +70,15 @@ METHOD_NAMES = {
     "iso3_beff": "Iso-3 @B_eff",
     "iso5_beff": "Iso-5 @B_eff",
     "eagle2": "EAGLE-2 (adj.)",
+    "opt_tree": "OPT-Tree (Goose cand.)",
+    "sam": "SAM-Decoding",
     "goose": "Goose",
     "goose_no_spine_branches": "Goose w/o spine branches",
     "goose_no_bigram": "Goose w/o bigram",
     "goose_no_consensus": "Goose w/o consensus bypass",
     "goose_no_prefill": "Goose w/o prefill harvest",
+    "tr_per_prompt": "TR (per-prompt table)",
+    "goose_persistent": "Goose (run-long table)",
 }
 # Hyperparameter -> the paper's symbol, for labels (others keep their config name).
 SYMBOLS = {"budget": "B", "max_depth": "D", "k": "K", "rho": "ρ", "spine_ratio_tiers": "tiers"}
@@ -206,15 +213,19 @@ def _label(df: pd.DataFrame) -> None:
     labels, refs, varied = [], [], []
     references = {m: reference_config(df, m) for m in df["method"].unique()}
     ref_hash = {m: config_hash(c) for m, c in references.items() if c is not None}
-    for method, cfg, h in zip(df["method"], df["method_config"], df["config_hash"], strict=True):
+    chats = df["chat_template"] if "chat_template" in df else [False] * len(df)
+    for method, cfg, h, chat in zip(df["method"], df["method_config"], df["config_hash"], chats, strict=True):
         ref = references.get(method) or {}
         cfg = cfg or {}
         diff = {
             k: cfg.get(k) for k in sorted(set(cfg) & set(ref)) if _canonical(cfg[k]) != _canonical(ref[k])
         }
-        is_ref = h == ref_hash.get(method)
+        # The paper's setting is raw prompts: chat-templated rows are never the reference cells.
+        is_ref = h == ref_hash.get(method) and not bool(chat)
         name = method_name(method)
-        if not is_ref:
+        if bool(chat):
+            name += " [chat]"
+        elif not is_ref:
             parts = [f"{SYMBOLS.get(k, k)}={format_value(v)}" for k, v in diff.items()]
             name = f"{name} " + ", ".join(parts) if parts else f"{name} [{h}]"
         labels.append(name)
@@ -305,6 +316,7 @@ class Results:
     rows: pd.DataFrame
     failed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CELL_FIELDS) + ["error"]))
     source: str = ""
+    chat_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # prompts in the chat template
 
     def reference(self, methods: Iterable[str] | None = None) -> pd.DataFrame:
         """Rows of the methods' reference configs (the main-grid cells), optionally only `methods`."""
@@ -333,6 +345,18 @@ class Results:
 
 
 def load(results: str | Path) -> Results:
-    """The usable rows, the failed ones and the source directory, for the scripts."""
+    """The usable rows, the failed ones and the source directory, for the scripts.
+
+    `rows` holds the paper's setting, raw prompts (chat_template false); rows whose prompts were
+    put in a chat template are kept apart in `chat_rows`, so that no figure mixes the two prompt
+    forms (analysis/chat_template.py compares them)."""
     rows, failed = _read(results)
-    return Results(rows=rows, failed=failed, source=str(results))
+    chat = rows["chat_template"].astype(bool) if "chat_template" in rows else None
+    if chat is None or not chat.any():
+        return Results(rows=rows, failed=failed, source=str(results))
+    return Results(
+        rows=rows[~chat].reset_index(drop=True),
+        failed=failed,
+        source=str(results),
+        chat_rows=rows[chat].reset_index(drop=True),
+    )

@@ -19,10 +19,12 @@ import traceback
 from pathlib import Path
 
 from analysis import (
+    chat_template,
     heterogeneity,
     iso_ablation,
     losslessness,
     main_results,
+    non_degradation,
     reproduction,
     sensitivity,
     tau_decomposition,
@@ -42,6 +44,8 @@ SCRIPTS = [
     reproduction,
     losslessness,
     time_split,
+    chat_template,
+    non_degradation,
 ]
 
 
@@ -140,7 +144,9 @@ def write_readme(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Every figure and table of the paper from results/.")
     ap.add_argument(
-        "--results", default="results/reference", help="directory of result JSONL files (searched recursively)"
+        "--results",
+        default="results/reference",
+        help="directory of result JSONL files (searched recursively)",
     )
     ap.add_argument(
         "--out", default="figures", help="where figures (PDF + PNG) and tables (Markdown + LaTeX) go"

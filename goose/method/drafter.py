@@ -29,6 +29,7 @@ from goose.method.confidence import (
 )
 from goose.method.config import GooseConfig
 from goose.method.spine_tree import build_spine_tree
+from goose.method.tree_shape import count_tree_shape
 from goose.sources.adjacency import AdjacencyTable
 from goose.sources.context_matcher import ContextMatch, ContextMatcher
 
@@ -52,6 +53,8 @@ class GooseDrafter(Drafter):
       spine_continuations        spine-tree cycles whose accepted path left the spine through a
                                  branch and accepted at least one branch token ...
       spine_continuation_tokens  ... and the accepted branch tokens of those cycles
+      shape_*                    spine depth and branch placement of the verified trees
+                                 (goose.method.tree_shape)
     """
 
     def __init__(self, name: str = "goose", **hyperparameters: Any) -> None:
@@ -169,6 +172,7 @@ class GooseDrafter(Drafter):
         if self.table is None:
             return
         self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, self._prev_anchor)
+        count_tree_shape(self, tree)  # shape_* counters of the verified tree (goose.method.tree_shape)
         spine_nodes = tree.sources.count(SPINE)  # L of the verified tree (it may have been cut)
         if self.route != "spine_tree" or spine_nodes == 0:
             return

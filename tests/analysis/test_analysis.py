@@ -138,6 +138,15 @@ def grid_rows():
                 rows.append(
                     row("goose", p, 40, calls, 2.0, bench, config={**GOOSE, "rho": rho}, experiment="sens")
                 )
+            # like for like (tables living as long as the other method's) and the chat template
+            rows.append(
+                row("tr_per_prompt", p, 40, 28, 3.0, bench, config={"k": 8, "persistent_table": False})
+            )
+            rows.append(
+                row("goose_persistent", p, 40, 15, 2.0, bench, config={**GOOSE, "persistent_table": True})
+            )
+            rows.append(row("ar", p, 60, 60, 6.0, bench, chat_template=True))
+            rows.append(row("goose", p, 60, 30, 3.0, bench, chat_template=True))
     return rows
 
 
@@ -200,7 +209,7 @@ def test_failed_rows_dropped_and_first_duplicate_wins(tmp_path):
 def test_labels_name_the_varied_hyperparameter(grid):
     df = load_rows(grid)
     labels = set(df.loc[df["method"] == "goose", "label"])
-    assert labels == {"Goose", "Goose B=30", "Goose B=90", "Goose ρ=0.25", "Goose ρ=0.75"}
+    assert labels == {"Goose", "Goose B=30", "Goose B=90", "Goose ρ=0.25", "Goose ρ=0.75", "Goose [chat]"}
     assert df.loc[(df["method"] == "goose") & (df["label"] == "Goose"), "is_reference"].all()
 
 
@@ -313,6 +322,8 @@ EXPECTED = {
     "reproduction.md",
     "reproduction.tex",
     "losslessness.md",
+    "non_degradation.md",
+    "chat_template.md",
 }
 
 
@@ -382,3 +393,40 @@ def test_time_split_per_step_and_shares(tmp_path):
     assert r.method == "goose" and r.steps == 20  # (11 - 1) steps per prompt
     assert r.step_ms == pytest.approx(1e3 * 0.9 * 4.0 / 20)  # draft + verify + update = 0.9 of wall
     assert r.draft_share == pytest.approx(0.1) and r.bookkeeping_share == pytest.approx(0.2)
+
+
+def test_non_degradation_compares_goose_and_tr_with_the_same_table_lifetime(tmp_path):
+    from analysis import non_degradation
+
+    rows = []
+    for p in ("p0", "p1"):
+        rows.append(row("ar", p, 40, 40, 4.0))
+        rows.append(row("pld", p, 40, 20, 2.0))  # τ 2.0
+        rows.append(row("tr", p, 40, 10, 2.0))  # run-long table: τ 4.0
+        rows.append(row("tr_per_prompt", p, 40, 16, 2.0, config={"k": 8, "persistent_table": False}))  # 2.5
+        rows.append(row("goose", p, 40, 13, 2.0))  # τ 3.08: beats TR per prompt, not TR run-long
+        rows.append(row("goose_persistent", p, 40, 8, 2.0, config={**GOOSE, "persistent_table": True}))  # 5.0
+    out = non_degradation.build(load(write(tmp_path, rows)), tmp_path / "figs")
+    table = (tmp_path / "figs" / "non_degradation.md").read_text()
+    assert "3.08 vs 2.50 (+23.1%)" in table  # per-prompt tables: Goose vs TR per prompt
+    assert "5.00 vs 4.00 (+25.0%)" in table  # run-long tables: Goose run-long vs TR
+    assert "3.08 vs 4.00 (-23.1%)" in table  # the main grid's mixed comparison
+    assert "holds in 1/1 settings with per-prompt tables, 1/1 with run-long tables, 0/1" in table
+    assert out.files
+
+
+def test_chat_template_table_counts_short_outputs_both_ways(tmp_path):
+    from analysis import chat_template
+
+    rows = []
+    for chat in (False, True):
+        for i, gen in enumerate([1, 2, 40] if not chat else [30, 3, 40]):
+            rows.append(row("ar", f"p{i}", gen, gen, 1.0, bench="mtbench", chat_template=chat))
+            rows.append(
+                row("goose", f"p{i}", gen, max(1, gen // 2), 0.5, bench="mtbench", chat_template=chat)
+            )
+    chat_template.build(load(write(tmp_path, rows)), tmp_path / "figs")
+    table = (tmp_path / "figs" / "chat_template.md").read_text()
+    # raw: 2 of 3 outputs end within 3 tokens, Goose τ = (1+2+40)/(1+1+20) = 1.95, 2x AR's tok/s;
+    # chat: 1 of 3, τ = (30+3+40)/(15+1+20) = 2.03
+    assert "| tiny | MT-Bench | Goose | 2/3 | 1.95 | 2.00 | 1/3 | 2.03 | 2.00 |" in table

@@ -50,6 +50,15 @@ PRESETS: dict[str, tuple] = {
     "main_grid": (PAPER_MODELS, PAPER_BENCHES, ALL_METHODS, None, None, None),
     "cpu_main": (["smollm2-135m"], PAPER_BENCHES, ALL_METHODS, None, 20, 128),
     "cpu_main_gemma": (["gemma3-270m"], PAPER_BENCHES, ALL_METHODS, None, 5, 128),
+    "cpu_like_for_like": (
+        ["smollm2-135m"],
+        PAPER_BENCHES,
+        ["goose_persistent", "tr_per_prompt", "pld", "tr", "goose"],
+        None,
+        10,
+        128,
+    ),
+    "cpu_chat_template": (["smollm2-135m"], ["mtbench"], ["ar", "goose"], "chat_template", 20, 128),
     "iso_control": (["llama3-8b", "qwen3-8b"], PAPER_BENCHES, ISO, None, None, None),
     "cpu_iso_control": (["smollm2-135m"], CPU3, ISO, None, 10, 128),
     "ablations": (PAPER_MODELS, PAPER_BENCHES, ABLATIONS, None, None, None),
@@ -79,7 +88,8 @@ def test_default_run_is_the_practical_setting_and_never_touches_the_reference_ro
     assert ignored.returncode == 0 and tracked.returncode == 1
     for name in PRESETS:
         preset = _compose([f"+experiment={name}"])
-        assert preset.budget == "fixed" and preset.bench.chat_template is False, name
+        assert preset.budget == "fixed" and preset.bench.chat_template is False, name  # swept only by
+        # cpu_chat_template (false, true)
         assert preset.out_dir == "results/runs", name  # `make reference` passes out_dir explicitly
 
 
@@ -101,8 +111,16 @@ def test_preset_composes_and_sweeps_the_grid(name):
     if swept is None:
         assert params == {}
     else:
-        field, _ = SENSITIVITY[swept]
-        assert list(params) == [f"method.drafter.{field}"]  # one hyperparameter per preset
+        assert list(params) == [_swept_key(swept)]  # one swept setting per preset
+
+
+OTHER_SWEEPS = {
+    "chat_template": ("bench.chat_template", [False, True])
+}  # swept settings, not hyperparameters
+
+
+def _swept_key(swept: str) -> str:
+    return OTHER_SWEEPS[swept][0] if swept in OTHER_SWEEPS else f"method.drafter.{SENSITIVITY[swept][0]}"
 
 
 def _goose_default_config() -> dict:
@@ -127,7 +145,11 @@ def test_every_swept_value_gives_a_valid_job(name):
     model/bench/method/hyperparameter are what the sweep says and whose drafter instantiates."""
     models, benches, methods, swept, limit, max_new = PRESETS[name]
     sweep = _sweep_values(_compose([f"+experiment={name}"]))
-    if swept is not None:
+    hyperparameter = swept is not None and swept in SENSITIVITY
+    if swept in OTHER_SWEEPS:
+        key, values = OTHER_SWEEPS[swept]
+        assert [str(v).lower() for v in sweep[key]] == [str(v).lower() for v in values]
+    if hyperparameter:
         field, values = SENSITIVITY[swept]
         assert [json.loads(v) for v in sweep[f"method.drafter.{field}"]] == values
         default = _goose_default_config()[field]  # conf/method/goose.yaml
@@ -141,7 +163,7 @@ def test_every_swept_value_gives_a_valid_job(name):
             assert cfg.model.name == job["model"] and cfg.bench.name == job["bench"]
             assert cfg.method.name == job["method"] and cfg.experiment == name
             drafter = instantiate(cfg.method.drafter, _convert_="all")  # validates the hyperparameters
-            if swept is not None:
+            if hyperparameter:
                 field, _ = SENSITIVITY[swept]
                 logged = drafter.config()[field]
                 assert logged == json.loads(job[f"method.drafter.{field}"])
