@@ -54,13 +54,15 @@ MODEL_NAMES = {
     "llama3-8b": "Llama-3-8B",
     "qwen3-8b": "Qwen3-8B",
 }
-MAIN_METHODS = ["ar", "pld", "tr", "iso3", "iso5", "eagle2", "goose"]
+# The paper's grid plus the methods beyond it that draw on per-prompt sources only (the suffix
+# decoder with a run-long global tree is a separate setting, listed after them).
+PAPER_METHODS = ["ar", "pld", "tr", "iso3", "iso5", "eagle2", "goose"]
+BEYOND_METHODS = ["sam", "suffix", "opt_tree"]
+MAIN_METHODS = PAPER_METHODS[:-1] + BEYOND_METHODS + ["goose"]
 ISO_METHODS = ["iso3", "iso5", "iso3_beff", "iso5_beff"]
 ABLATIONS = ["goose_no_spine_branches", "goose_no_bigram", "goose_no_consensus", "goose_no_prefill"]
 LIKE_FOR_LIKE = ["tr_per_prompt", "goose_persistent"]  # TR / Goose with the other's table lifetime
-METHOD_ORDER = (
-    MAIN_METHODS[:-1] + ["sam", "opt_tree", "iso3_beff", "iso5_beff", "goose"] + ABLATIONS + LIKE_FOR_LIKE
-)
+METHOD_ORDER = MAIN_METHODS[:-1] + ["suffix_global", "iso3_beff", "iso5_beff", "goose"] + ABLATIONS + LIKE_FOR_LIKE
 METHOD_NAMES = {
     "ar": "AR",
     "pld": "PLD",
@@ -72,6 +74,8 @@ METHOD_NAMES = {
     "eagle2": "EAGLE-2 (adj.)",
     "opt_tree": "OPT-Tree (Goose cand.)",
     "sam": "SAM-Decoding",
+    "suffix": "SuffixDecoding",
+    "suffix_global": "SuffixDecoding (+global tree)",
     "goose": "Goose",
     "goose_no_spine_branches": "Goose w/o spine branches",
     "goose_no_bigram": "Goose w/o bigram",

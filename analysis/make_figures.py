@@ -25,6 +25,7 @@ from analysis import (
     losslessness,
     main_results,
     non_degradation,
+    opt_tree,
     reproduction,
     sensitivity,
     tau_decomposition,
@@ -46,6 +47,7 @@ SCRIPTS = [
     time_split,
     chat_template,
     non_degradation,
+    opt_tree,
 ]
 
 

@@ -44,6 +44,10 @@ METHOD_COLORS = {
     "iso5_beff": "#c8b39e",
     "eagle2": "#55a868",
     "goose": "#c44e52",
+    "opt_tree": "#8c564b",
+    "suffix": "#17becf",
+    "suffix_global": "#9edae5",
+    "sam": "#bcbd22",
 }
 SOURCE_COLORS = {0: "#222222", 1: "#1f77b4", 2: "#ff7f0e"}
 SOURCE_NAMES = {0: "root (anchor)", 1: "spine (context match)", 2: "branch (adjacency)"}

@@ -7,8 +7,8 @@ step the pattern is the last `max_depth` committed tokens (the anchor last); for
 m the tree drafts up to MAX_SPEC = min(max_spec_tokens, floor(m * max_spec_factor +
 max_spec_offset)) tokens by empirical continuation probability, and the draft with the largest
 score (sum of its nodes' path probabilities) is verified: as a tree (`mode: tree`, best-first
-expansion, the paper's speculation tree) or as one chain (`mode: chain`, the most probable path;
-what the reference code does by default and all vLLM does).
+expansion, the paper's speculation tree) or as one chain (`mode: chain`, the most probable path:
+the reference code's default, and the only mode vLLM uses).
 
 `global_cache: true` adds the reference's second, run-long tree over the outputs of the run's
 prompts (every earlier output, plus the current one as it grows, each its own sequence, as
@@ -35,8 +35,9 @@ Where the paper and the reference are silent or differ, our choices (all in conf
 - Ties: deterministic (suffix_tree.py), where the reference follows hash-map and heap order.
 - No FIFO eviction of the global tree (the reference's max_cached_requests; unlimited is its
   class default, 10,000 in vLLM): no run here is long enough to reach it.
-- Cost: the first step of a prompt inserts the prompt (O(len(prompt) * max_depth)) inside the timed
-  region, as a serving system does at request start.
+- Cost: begin() inserts the prompt into a fresh local tree (O(len(prompt) * max_depth)) inside the
+  prompt's timed region, as a serving system does at request start; a step then costs O(max_depth)
+  per committed token plus the speculation.
 """
 
 from __future__ import annotations
