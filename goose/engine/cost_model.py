@@ -90,8 +90,19 @@ class LatencyTable:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1))
 
     @classmethod
-    def load(cls, path: str | Path) -> LatencyTable:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+    def load(cls, path: str | Path, dtype: str | None = None) -> LatencyTable:
+        """A table saved by `save`, or the `dtype` entry of a cost-curve record
+        (experiments/cost_curve.py writes {"tables": {dtype: table, ...}, ...})."""
+        data = json.loads(Path(path).read_text())
+        if "tables" in data:
+            tables = data["tables"]
+            if dtype not in tables:
+                raise ValueError(
+                    f"{path} holds latency tables for {', '.join(tables)}, not for dtype {dtype!r}: "
+                    f"run `make cost-curve` with that dtype or pick another profile"
+                )
+            data = tables[dtype]
+        return cls.from_dict(data)
 
 
 def monotone(values: Sequence[float]) -> list[float]:

@@ -173,6 +173,7 @@ class GooseBenchConfig:
             check_choice, choices=("fixed", "auto"), why="auto sizes each tree to this machine's cost curve"
         ),
     )
+    budget_profile: str | None = None  # budget=auto: a saved latency table (JSON) instead of calibrating
 
 
 def register() -> None:

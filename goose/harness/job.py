@@ -29,15 +29,30 @@ from goose.records.metrics import cell_summary, format_table
 from goose.records.results import results_path
 
 
-def _auto_budget(make_drafter, engine: VerificationEngine):
-    """budget=auto: calibrate the engine's cost curve once per process, wrap every drafter."""
+def _auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
+    """budget=auto: the engine's cost curve from `budget_profile` (a saved table, so that two runs
+    on one machine draft the same trees) or calibrated now (once per process); every drafter is
+    wrapped. Returns (factory, the table as recorded in each row)."""
     from goose.engine.auto_budget import auto_budget_factory
-    from goose.engine.cost_model import engine_latency
+    from goose.engine.cost_model import LatencyTable, engine_latency
 
-    table = engine_latency(engine)
+    if profile:
+        dtype = str(engine.dtype).replace("torch.", "")
+        try:
+            table = LatencyTable.load(profile, dtype=dtype)
+        except (OSError, ValueError, KeyError) as exc:
+            raise UserError(
+                f"budget_profile = {profile!r}: cannot read a latency table for dtype {dtype} ({exc}). "
+                "Write one with `make cost-curve` (figures/cost_curve.json) or leave budget_profile "
+                "unset to calibrate at start-up."
+            ) from None
+        source = str(profile)
+    else:
+        table, source = engine_latency(engine), "calibrated at start-up"
     curve = ", ".join(f"{n}: {1e3 * s:.1f}" for n, s in zip(table.sizes, table.seconds, strict=True))
-    print(f"goose-bench: budget=auto, verification latency (nodes: ms) {curve}")
-    return auto_budget_factory(make_drafter, engine, latency=table)
+    print(f"goose-bench: budget=auto, verification latency ({source}; nodes: ms) {curve}")
+    record = {"source": source, "sizes": list(table.sizes), "seconds": list(table.seconds)}
+    return auto_budget_factory(make_drafter, engine, latency=table), record
 
 
 def _parallel_launcher() -> bool:
@@ -59,11 +74,19 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     make_drafter = drafter_factory(cfg)
     bench = cfg.bench
     spec, prompts, source = benchmark_prompts(cfg, limit)
+    profile = cfg.get("budget_profile")
+    if profile and not Path(profile).is_file():
+        raise UserError(
+            f"budget_profile = {profile!r}: no such file. Write one with `make cost-curve` "
+            "(figures/cost_curve.json) or leave budget_profile unset to calibrate at start-up."
+        )
     loaded, engine = load_engine(cfg)
     chat, chat_why = chat_template_decision(cfg, spec, loaded.tokenizer)
     method = cfg.method.name
+    latency_record = None
     if cfg.get("budget", "fixed") == "auto" and method != "ar":
-        make_drafter, method = _auto_budget(make_drafter, engine), f"{method}_auto"
+        make_drafter, latency_record = _auto_budget(make_drafter, engine, cfg.get("budget_profile"))
+        method = f"{method}_auto"
     drafter_config = make_drafter().config()
     cell = Cell(
         cfg.model.name,
@@ -88,7 +111,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         cell,
         make_drafter,
         out_file,
-        extra={"bench_source": source, "experiment": cfg.get("experiment")},
+        extra={"bench_source": source, "experiment": cfg.get("experiment")}
+        | ({"budget_latency": latency_record} if latency_record else {}),
         progress=False if _parallel_launcher() else None,
     )
     ar_rows = [r for r in rows if r["method"] == "ar"]

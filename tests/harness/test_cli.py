@@ -84,3 +84,47 @@ def test_device_that_is_no_torch_device():
     assert proc.returncode == 2
     assert "model.device = 'gpu'" in proc.stderr and "not a torch device" in proc.stderr
     assert "model.device=cpu" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_missing_budget_profile_fails_before_the_model_loads():
+    proc = run("budget=auto", "budget_profile=/nonexistent/cost_curve.json", "bench.limit=1")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "budget_profile = '/nonexistent/cost_curve.json': no such file" in proc.stderr
+    assert "make cost-curve" in proc.stderr and "Traceback" not in proc.stderr
+    assert "loaded model" not in proc.stdout + proc.stderr
+
+
+def test_budget_profile_makes_auto_runs_reproducible(tmp_path):
+    """Two budget=auto runs with one saved latency table draft the same trees (same tokens,
+    forward calls and tree sizes), and every auto row records the table it used."""
+    import json
+
+    from goose.engine.cost_model import LatencyTable
+
+    profile = tmp_path / "profile.json"
+    LatencyTable(sizes=[1, 2, 8, 32, 128], seconds=[0.02, 0.03, 0.032, 0.045, 0.12]).save(profile)
+    rows = []
+    for i in range(2):
+        out = tmp_path / f"run{i}"
+        proc = run(
+            "method=goose",
+            "budget=auto",
+            f"budget_profile={profile}",
+            "bench.limit=2",
+            "max_new_tokens=24",
+            f"out_dir={out}",
+            "threads=1",
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        lines = (out / "smollm2-135m" / "humaneval.jsonl").read_text().splitlines()
+        rows.append([json.loads(x) for x in lines if json.loads(x)["method"] == "goose_auto"])
+    first, second = rows
+    assert len(first) == 2
+    assert [(r["output_ids"], r["forward_calls"], r["step_tree_size"]) for r in first] == [
+        (r["output_ids"], r["forward_calls"], r["step_tree_size"]) for r in second
+    ]
+    assert first[0]["budget_latency"] == {
+        "source": str(profile),
+        "sizes": [1, 2, 8, 32, 128],
+        "seconds": [0.02, 0.03, 0.032, 0.045, 0.12],
+    }
