@@ -16,7 +16,7 @@ BENCH_ARGS ?= --limit 20 --repeats 3
 # make reference: the CPU-sized presets whose rows ship in results/ (sequential, so that the
 # wall-clock columns are not distorted by jobs competing for the cores); resumable.
 DATA_DIR ?= ../shared/data
-REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_iso_control cpu_ablations cpu_sensitivity_budget \
+REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
 .PHONY: install assets test test-all lint figures bench cost-curve reference clean-scratch

@@ -62,7 +62,9 @@ MAIN_METHODS = PAPER_METHODS[:-1] + BEYOND_METHODS + ["goose"]
 ISO_METHODS = ["iso3", "iso5", "iso3_beff", "iso5_beff"]
 ABLATIONS = ["goose_no_spine_branches", "goose_no_bigram", "goose_no_consensus", "goose_no_prefill"]
 LIKE_FOR_LIKE = ["tr_per_prompt", "goose_persistent"]  # TR / Goose with the other's table lifetime
-METHOD_ORDER = MAIN_METHODS[:-1] + ["suffix_global", "iso3_beff", "iso5_beff", "goose"] + ABLATIONS + LIKE_FOR_LIKE
+METHOD_ORDER = (
+    MAIN_METHODS[:-1] + ["suffix_global", "iso3_beff", "iso5_beff", "goose"] + ABLATIONS + LIKE_FOR_LIKE
+)
 METHOD_NAMES = {
     "ar": "AR",
     "pld": "PLD",

@@ -87,6 +87,21 @@ def write(tmp_path: Path, rows) -> Path:
     return d
 
 
+# Tree-shape counters (goose.method.tree_shape) of one prompt's verified trees.
+SHAPE_GOOSE = {
+    "shape_trees": 10,
+    "shape_spine_depth": 30,
+    "shape_branch_nodes": 400,
+    "shape_branch_on_spine": 40,
+}
+SHAPE_OPT = {
+    "shape_trees": 8,
+    "shape_spine_depth": 40,
+    "shape_branch_nodes": 320,
+    "shape_branch_on_spine": 160,
+}
+
+
 def grid_rows():
     """Two benches, the main grid, iso at B_eff, one ablation, and a Goose B / ρ sweep."""
     rows = []
@@ -127,6 +142,7 @@ def grid_rows():
                     offered=(60, 200),
                     accepted=(30, 20),
                     sample_tree=SPINE_TREE,
+                    drafter_stats=SHAPE_GOOSE,
                 )
             )
             rows.append(row("goose_no_bigram", p, 40, 18, 2.2, bench, offered=(60, 200), accepted=(30, 15)))
@@ -144,6 +160,9 @@ def grid_rows():
             )
             rows.append(
                 row("goose_persistent", p, 40, 15, 2.0, bench, config={**GOOSE, "persistent_table": True})
+            )
+            rows.append(
+                row("opt_tree", p, 40, 20, 2.0, bench, config={"budget": 60}, drafter_stats=SHAPE_OPT)
             )
             rows.append(row("ar", p, 60, 60, 6.0, bench, chat_template=True))
             rows.append(row("goose", p, 60, 30, 3.0, bench, chat_template=True))
@@ -324,6 +343,8 @@ EXPECTED = {
     "losslessness.md",
     "non_degradation.md",
     "chat_template.md",
+    "opt_tree_vs_goose.md",
+    "opt_tree_vs_goose.png",
 }
 
 
@@ -430,3 +451,20 @@ def test_chat_template_table_counts_short_outputs_both_ways(tmp_path):
     # raw: 2 of 3 outputs end within 3 tokens, Goose τ = (1+2+40)/(1+1+20) = 1.95, 2x AR's tok/s;
     # chat: 1 of 3, τ = (30+3+40)/(15+1+20) = 2.03
     assert "| tiny | MT-Bench | Goose | 2/3 | 1.95 | 2.00 | 1/3 | 2.03 | 2.00 |" in table
+
+
+def test_opt_tree_table_compares_tau_and_tree_shapes(grid, tmp_path):
+    from analysis import opt_tree
+
+    t = opt_tree.compare(load(grid))
+    assert list(t["bench"]) == ["humaneval", "gsm8k"] and list(t["n"]) == [2, 2]
+    r = t.iloc[0]
+    assert r["tau_goose"] == pytest.approx(2.5) and r["tau_opt_tree"] == pytest.approx(2.0)  # 80/32, 80/40
+    # Goose: 60 spine nodes over 20 trees = 3.0, 800 branch nodes / 20 = 40, 80/800 on the spine;
+    # OPT-Tree: 80/16 = 5.0, 640/16 = 40, 320/640 on the spine
+    assert (r["spine_depth_goose"], r["branch_nodes_goose"], r["on_spine_goose"]) == pytest.approx(
+        (3.0, 40.0, 0.1)
+    )
+    assert (r["spine_depth_opt_tree"], r["branch_nodes_opt_tree"], r["on_spine_opt_tree"]) == pytest.approx(
+        (5.0, 40.0, 0.5)
+    )
