@@ -93,6 +93,6 @@ def format_table(header: list[str], rows: list[list[Any]]) -> str:
 
     cells = [header] + [[fmt(v) for v in r] for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
