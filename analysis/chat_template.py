@@ -39,26 +39,21 @@ def build(res: Results, out: Path) -> Output:
     both = both[both == 2].reset_index()[["model", "bench", "method", "config_hash"]]
     if both.empty:
         raise Skip("no cell was run both with and without the chat template")
+    keys = ["model", "bench", "method", "config_hash", "chat_template"]
+    prompts = df.groupby(keys)["generated_tokens"]
+    by_cell = cells.set_index(keys)
     rows = []
     for model, bench, method, h in both.itertuples(index=False):
         line = [model_name(model), bench_name(bench), method_name(method)]
         for chat in (False, True):
-            sel = df[
-                (df["model"] == model)
-                & (df["bench"] == bench)
-                & (df["method"] == method)
-                & (df["config_hash"] == h)
-                & (df["chat_template"] == chat)
+            key = (model, bench, method, h, chat)
+            generated = prompts.get_group(key)
+            cell = by_cell.loc[[key]].iloc[0]
+            line += [
+                f"{int((generated <= SHORT).sum())}/{len(generated)}",
+                fmt(cell["tau"]),
+                fmt(cell["speedup"]),
             ]
-            cell = cells[
-                (cells["model"] == model)
-                & (cells["bench"] == bench)
-                & (cells["method"] == method)
-                & (cells["config_hash"] == h)
-                & (cells["chat_template"] == chat)
-            ].iloc[0]
-            short = int((sel["generated_tokens"] <= SHORT).sum())
-            line += [f"{short}/{len(sel)}", fmt(cell["tau"]), fmt(cell["speedup"])]
         rows.append(line)
     order = order_key([r[2] for r in rows], [method_name(m) for m in METHOD_ORDER])
     rows = sorted(rows, key=lambda r: (r[0], r[1], order.index(r[2])))

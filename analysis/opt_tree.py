@@ -34,9 +34,8 @@ def shape(rows: pd.DataFrame) -> dict[str, float]:
     """Mean spine depth and branch nodes per verified tree, and the branches' share on the spine,
     summed over the rows' drafter stats (NaN where the rows carry no shape counters)."""
     stats = [s for s in rows.get("drafter_stats", pd.Series(dtype=object)) if isinstance(s, dict)]
-    tot = {k: sum(float(s.get(k, 0)) for s in stats) for k in ("shape_trees", "shape_spine_depth")}
-    tot["shape_branch_nodes"] = sum(float(s.get("shape_branch_nodes", 0)) for s in stats)
-    tot["shape_branch_on_spine"] = sum(float(s.get("shape_branch_on_spine", 0)) for s in stats)
+    keys = ("shape_trees", "shape_spine_depth", "shape_branch_nodes", "shape_branch_on_spine")
+    tot = {k: sum(float(s.get(k, 0)) for s in stats) for k in keys}
     if not any("shape_trees" in s for s in stats) or tot["shape_trees"] == 0:
         return {"spine_depth": np.nan, "branch_nodes": np.nan, "on_spine": np.nan}
     return {
