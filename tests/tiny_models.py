@@ -19,15 +19,16 @@ COMMON = dict(
 )
 
 
-def tiny_config(arch: str):
+def tiny_config(arch: str, vocab: int = VOCAB):
+    common = {**COMMON, "vocab_size": vocab}
     if arch == "llama":
-        return LlamaConfig(**COMMON)
+        return LlamaConfig(**common)
     if arch == "qwen3":
-        return Qwen3Config(**COMMON)
+        return Qwen3Config(**common)
     if arch == "gemma3":
         # a window of 5 so that prefixes of ~12 tokens exercise the sliding mask
         return Gemma3TextConfig(
-            **COMMON,
+            **common,
             sliding_window=5,
             layer_types=["sliding_attention", "full_attention"],
             query_pre_attn_scalar=8,
@@ -38,9 +39,11 @@ def tiny_config(arch: str):
 ARCHS = ("llama", "qwen3", "gemma3")
 
 
-def tiny_model(arch: str, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+def tiny_model(
+    arch: str, seed: int = 0, dtype: torch.dtype = torch.float32, vocab: int = VOCAB
+) -> torch.nn.Module:
     torch.manual_seed(seed)
-    cfg = tiny_config(arch)
+    cfg = tiny_config(arch, vocab)
     cfg._attn_implementation = "sdpa"
     model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
     # larger weights than the default init so that argmax is not dominated by near-ties

@@ -48,6 +48,7 @@ import torch
 
 from goose.engine.cost_model import LatencyTable, engine_latency
 from goose.engine.drafter import Drafter, VerifyOutcome
+from goose.engine.sampling import SamplingParams
 from goose.engine.tree import SPINE, DraftTree
 from goose.engine.verifier import VerificationEngine
 
@@ -60,7 +61,8 @@ def prefix_tree(tree: DraftTree, b: int) -> DraftTree:
     """The first b nodes of `tree` (ancestor-closed because parents come before children)."""
     if b >= len(tree):
         return tree
-    return DraftTree(tree.tokens[:b], tree.parents[:b], tree.sources[:b], tree.depths[:b])
+    proposals = None if tree.proposals is None else tree.proposals[:b]
+    return DraftTree(tree.tokens[:b], tree.parents[:b], tree.sources[:b], tree.depths[:b], proposals)
 
 
 class AcceptanceModel:
@@ -179,10 +181,21 @@ class AutoBudgetDrafter(Drafter):
         self._lat = np.asarray(latency.curve(128))
         self._keys: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._own: dict[str, int] = {}
+        # A drafter that samples its drafts (STAND) sizes its tree itself with the same latency
+        # table: cutting a sampled tree after the draws would make a node's presence depend on its
+        # own draw and bias rejection sampling (baselines/stand.py).
+        sizer = getattr(inner, "use_latency", None)
+        self._inner_sizes_itself = callable(sizer)
+        if self._inner_sizes_itself:
+            sizer(lambda n: float(self._latencies(n)[n - 1]))
 
     @property
     def needs_prefill_logits(self) -> bool:
         return self.inner.needs_prefill_logits
+
+    @property
+    def samples_drafts(self) -> bool:  # type: ignore[override]
+        return self.inner.samples_drafts
 
     # The acceptance rates are learnt over the whole run (they are not reset per prompt), so an
     # auto-budget drafter always carries state across prompts: the rates and the inner drafter's.
@@ -223,6 +236,10 @@ class AutoBudgetDrafter(Drafter):
         return lo + int(np.argmax(rate[lo:])) + 1
 
     # ------------------------------------------------------------------ drafter contract
+    def set_sampling(self, sampling: SamplingParams, seed: int) -> None:
+        super().set_sampling(sampling, seed)
+        self.inner.set_sampling(sampling, seed)
+
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         super().begin(prompt_ids, prefill_logits)
         self._own = {"auto_trees": 0, "auto_nodes_proposed": 0, "auto_nodes_verified": 0, "auto_cut_to_ar": 0}
@@ -236,7 +253,7 @@ class AutoBudgetDrafter(Drafter):
             self._keys = None
             return tree
         keys = self.acceptance.keys(tree)
-        b = self.choose(tree, keys)
+        b = n if self._inner_sizes_itself else self.choose(tree, keys)
         self._own["auto_trees"] += 1
         self._own["auto_nodes_proposed"] += n
         self._own["auto_nodes_verified"] += b

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from goose.engine.drafter import Drafter, VerifyOutcome
+from goose.engine.sampling import GREEDY, SamplingParams
 from goose.engine.tree import DRAFT_SOURCES, SOURCE_NAMES, DraftTree
 from goose.engine.verifier import VerificationEngine, sync_clock
 
@@ -101,8 +102,12 @@ def generate(
     prompt_ids: Sequence[int],
     max_new_tokens: int,
     on_step: StepCallback | None = None,
+    sampling: SamplingParams | None = None,
+    seed: int = 0,
 ) -> Generation:
-    """Greedy speculative generation of up to `max_new_tokens` tokens (stop at EOS, kept).
+    """Speculative generation of up to `max_new_tokens` tokens (stop at EOS, kept): greedy, or at
+    `sampling.temperature` > 0 lossless speculative sampling with this sequence's `seed`
+    (goose.engine.sampling; with deterministic drafts the output equals AR's with the same seed).
 
     on_step: called after every verification step with the verified tree, the engine's outcome
     and the step's record, outside the per-step phases but inside the prompt's wall time, so it
@@ -113,9 +118,15 @@ def generate(
         return Generation(
             output_ids=[], forward_calls=0, wall_time_s=0.0, prefill_s=0.0, stop="max_new_tokens"
         )
+    sampling = sampling or GREEDY
     t_start = _clock(device)
+    drafter.set_sampling(sampling, seed)
     prefill_logits = engine.prefill(
-        prompt_ids, max_new_tokens=max_new_tokens, all_logits=drafter.needs_prefill_logits
+        prompt_ids,
+        max_new_tokens=max_new_tokens,
+        all_logits=drafter.needs_prefill_logits,
+        sampling=sampling,
+        seed=seed,
     )
     first = engine.first_token
     t_prefill = _clock(device)
@@ -138,8 +149,10 @@ def generate(
         budget = max_new_tokens - len(output)
         t0 = _clock(device)
         # A tree deeper than the window or than the tokens still wanted is cut to fit (a node at
-        # depth d commits at most d + 1 tokens); the drafter observes the tree that was verified.
-        tree = drafter.propose(committed).truncate_depth(min(room, budget - 1))
+        # depth d commits at most d + 1 tokens; a drafter that `verifies_full_tree` is cut to the
+        # window only, its output is cut by the engine); the drafter observes the verified tree.
+        depth = room if drafter.verifies_full_tree else min(room, budget - 1)
+        tree = drafter.propose(committed).truncate_depth(depth)
         t1 = _clock(device)
         outcome = engine.verify(tree, budget=budget)
         t2 = _clock(device)

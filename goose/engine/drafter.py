@@ -3,6 +3,7 @@
 A drafter proposes a DraftTree rooted at the anchor and learns from what the target model said.
 It knows nothing about timing, files, Hydra or W&B; the decode loop calls it in this order:
 
+    drafter.set_sampling(sampling, seed)             once per prompt, before the prefill
     drafter.begin(prompt_ids, prefill_logits)        once per prompt, after the prefill forward
                                                      ([P, V] if the drafter's class sets
                                                      needs_prefill_logits, else the last row [1, V])
@@ -20,6 +21,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from goose.engine.sampling import GREEDY, SamplingParams
 from goose.engine.tree import DraftTree
 
 
@@ -31,7 +33,8 @@ class VerifyOutcome:
     predictions:     argmax of every node's logits, as a Python list of length n
     accepted_nodes:  node indices of the accepted path, root first (always starts with 0)
     new_tokens:      tokens committed by this step: the accepted drafted tokens plus the bonus
-                     token (argmax at the last accepted node), already cut at EOS / max_new_tokens
+                     token (argmax at the last accepted node; at temperature > 0 the target's
+                     draw there), already cut at EOS / max_new_tokens
     """
 
     logits: torch.Tensor
@@ -54,6 +57,18 @@ class Drafter:
     # (a property where a hyperparameter decides it).
     needs_prefill_logits: ClassVar[bool] = False
 
+    # Whether the decode loop verifies the drafter's whole tree on the last steps of a prompt and
+    # cuts only the committed tokens (True), rather than cutting the tree to the tokens still
+    # wanted before verification (False, the default). The window of the model cuts it either way.
+    # Goose and the isotropic controls set it under compat=authors, as the official Goose code does.
+    verifies_full_tree: ClassVar[bool] = False
+    # Whether the drafts are *sampled* from a proposal q (STAND) rather than a function of the
+    # context: then at temperature > 0 the output equals AR's in distribution, not token for token.
+    samples_drafts: ClassVar[bool] = False
+    # The sampling settings of the current sequence and its seed (`set_sampling`).
+    sampling: ClassVar[SamplingParams] = GREEDY
+    sampling_seed: ClassVar[int] = 0
+
     name: str = "drafter"
     route: str = "ar"
     stats: dict[str, Any] = field(default_factory=dict)
@@ -61,6 +76,13 @@ class Drafter:
     def config(self) -> dict[str, Any]:
         """The hyperparameters that define this drafter (logged in every result row)."""
         return {}
+
+    def set_sampling(self, sampling: SamplingParams, seed: int) -> None:
+        """Called once per prompt before `begin`: the sequence's sampling settings (temperature 0 =
+        greedy) and seed. Deterministic drafters need neither (their trees are a function of the
+        context, which sample-and-match verification requires); a drafter that samples its
+        drafts (STAND) seeds its own generator from `seed`, independent of the target's noise."""
+        self.sampling, self.sampling_seed = sampling, seed
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Called once per prompt after the prefill forward; prefill_logits is [P, V]."""

@@ -29,12 +29,18 @@ class DraftTree:
     tokens[i]  token id of node i (tokens[0] is the anchor)
     parents[i] index of node i's parent (parents[0] == -1, parents[i] < i otherwise)
     sources[i] source label of node i (ROOT for node 0)
+    proposals  None for deterministic drafts (every method but STAND). Otherwise, per node, the
+               proposal q_i its children were drawn from *without replacement, in node order*, as
+               (support tokens, probabilities), or None where its children are deterministic;
+               sampling verification then runs recursive rejection sampling with these q
+               (goose.engine.sampling.rejection_walk). Greedy verification ignores them.
     """
 
     tokens: list[int]
     parents: list[int]
     sources: list[int]
     depths: list[int] = field(default_factory=list)
+    proposals: list[tuple[tuple[int, ...], tuple[float, ...]] | None] | None = None
 
     def __post_init__(self) -> None:
         if not (len(self.tokens) == len(self.parents) == len(self.sources)):
@@ -70,6 +76,8 @@ class DraftTree:
         self.parents.append(parent)
         self.sources.append(source)
         self.depths.append(self.depths[parent] + 1)
+        if self.proposals is not None:
+            self.proposals.append(None)
         return len(self.tokens) - 1
 
     def truncate_depth(self, max_depth: int) -> DraftTree:
@@ -87,6 +95,7 @@ class DraftTree:
             [-1 if i == 0 else new_index[self.parents[i]] for i in keep],
             [self.sources[i] for i in keep],
             [self.depths[i] for i in keep],
+            None if self.proposals is None else [self.proposals[i] for i in keep],
         )
 
     def children(self) -> list[list[int]]:
@@ -114,6 +123,13 @@ class DraftTree:
             if key in seen:
                 raise ValueError(f"token {self.tokens[i]} drafted twice under node {p}")
             seen.add(key)
+        if self.proposals is not None:
+            if len(self.proposals) != len(self.tokens):
+                raise ValueError("proposals must have one entry per node")
+            for i in range(1, len(self.tokens)):
+                q = self.proposals[self.parents[i]]
+                if q is not None and self.tokens[i] not in q[0]:
+                    raise ValueError(f"node {i}: token {self.tokens[i]} is not in its parent's proposal support")
 
 
 def ancestor_matrix(parents: torch.Tensor, max_depth: int | None = None) -> torch.Tensor:

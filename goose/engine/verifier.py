@@ -29,6 +29,10 @@ What a step costs besides the model's matmuls (the gpt-fast recipe, kept eager):
   cache; a sliding-window model gets only its window row).
 - Prefill: the LM head runs over every prompt position only for drafters that harvest the
   prefill logits (`prefill(..., all_logits=False)` otherwise).
+Sampling (temperature > 0, goose.engine.sampling): the prefill draws the first token and each step
+verifies by sample-and-match (deterministic drafts: the output equals AR's with the same seed)
+or by recursive rejection sampling (trees that carry their proposals q, i.e. STAND), still with
+one host sync per step. Temperature 0 runs the greedy code path unchanged.
 Devices: everything is created on the model's device and nothing else synchronises, so the same
 code runs on CUDA in fp16/bf16 (argmax is taken in fp32 there: exact, and much faster than a
 half-precision argmax on CPUs); timings use `sync_clock`, which synchronises CUDA first.
@@ -46,6 +50,17 @@ import torch
 from goose.engine.drafter import VerifyOutcome
 from goose.engine.kv_cache import TreeKVCache
 from goose.engine.lean_forward import LeanDecoder, has_forward_hooks
+from goose.engine.sampling import (
+    GREEDY,
+    SamplingParams,
+    TargetNoise,
+    candidate_sets,
+    rejection_tensors,
+    rejection_walk,
+    sample_and_match,
+    unpack_rejection,
+    warp_scores,
+)
 from goose.engine.tree import SPINE, DraftTree, tree_attention_inputs
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
@@ -153,6 +168,8 @@ class VerificationEngine:
         self.steps = 0
         self.first_token: int | None = None
         self.last_forward_s = 0.0
+        self.sampling: SamplingParams = GREEDY
+        self.noise: TargetNoise | None = None
         self._positions = torch.zeros(1, 0, dtype=torch.long, device=self.device)
         self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.lean: LeanDecoder | None = None
@@ -257,7 +274,12 @@ class VerificationEngine:
 
     @torch.inference_mode()
     def prefill(
-        self, prompt_ids: Sequence[int], max_new_tokens: int | None = None, all_logits: bool = True
+        self,
+        prompt_ids: Sequence[int],
+        max_new_tokens: int | None = None,
+        all_logits: bool = True,
+        sampling: SamplingParams | None = None,
+        seed: int = 0,
     ) -> torch.Tensor:
         """Start a new sequence: forward the prompt into the (reused) cache. Returns logits [P, V],
         or only the last row [1, V] when `all_logits` is False (the LM head over every prompt
@@ -265,8 +287,9 @@ class VerificationEngine:
         need it).
 
         max_new_tokens, if given, sizes the cache so that the whole generation fits without a
-        reallocation. Sets `first_token` (argmax of the last row; the one host sync) and raises
-        NonFiniteLogitsError if that row is not finite.
+        reallocation. Sets `first_token` (argmax of the last row, or at temperature > 0 its draw
+        with the noise of position P; the one host sync) and raises NonFiniteLogitsError if that
+        row is not finite. `sampling` and `seed` hold for the whole sequence (None: greedy).
         """
         n = len(prompt_ids)
         if n == 0:
@@ -283,12 +306,18 @@ class VerificationEngine:
         self.prefix_len = 0
         self.steps = 0
         self.first_token = None
+        self.sampling = sampling or GREEDY
         self._reserve(rows)
         ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
         logits = self._forward(ids, self._positions[:, :n], self._prefill_mask(n), last_only=not all_logits)
         last = logits[-1:]
         pred = fast_argmax(last)
         finite = torch.isfinite(last.gather(-1, pred[:, None])[:, 0])
+        if not self.sampling.greedy:
+            self.noise = TargetNoise(seed, last.shape[-1], self.device)
+            pred = sample_and_match(warp_scores(last, self.sampling), self.noise.rows(n, 1))[1]
+        else:
+            self.noise = None
         (first, finite) = torch.stack([pred, finite.long()])[:, 0].tolist()
         if not finite:
             raise self._non_finite("the prefill (step 0)", [n - 1])
@@ -315,6 +344,8 @@ class VerificationEngine:
             )
         self._reserve(p + n)
         self.steps += 1
+        if not self.sampling.greedy:
+            return self._verify_sampled(tree, budget, t0)
         if n == 1:  # AR fast path
             ids = torch.tensor([[tree.tokens[0]]], dtype=torch.long, device=self.device)
             logits = self._forward(ids, self._positions[:, p : p + 1], self._ar_mask())
@@ -344,7 +375,22 @@ class VerificationEngine:
             path = list(compress(range(n), rows[2]))
             if tree.depths[path[-1]] != len(path) - 1:  # not a chain: duplicate tokens under a parent
                 path = greedy_walk(tree, predictions)
-        proposed = [tree.tokens[i] for i in path[1:]] + [predictions[path[-1]]]
+        return self._commit(tree, path, predictions[path[-1]], budget, logits, predictions, t1 - t0)
+
+    def _commit(
+        self,
+        tree: DraftTree,
+        path: list[int],
+        bonus: int,
+        budget: int,
+        logits: torch.Tensor,
+        predictions: list[int],
+        forward_s: float,
+    ) -> VerifyOutcome:
+        """Commit the accepted `path` plus the `bonus` token (cut at EOS and the budget) and
+        compact the cache to prefix + root + the kept path."""
+        p = self.prefix_len
+        proposed = [tree.tokens[i] for i in path[1:]] + [bonus]
         new_tokens = cut_at_stop(proposed, self.eos_token_ids, budget)
         # Drafted nodes that made it into the output (the bonus token is not a node).
         path = path[: 1 + min(len(new_tokens), len(path) - 1)]
@@ -352,10 +398,68 @@ class VerificationEngine:
         src = None if path[-1] == keep - 1 else torch.tensor(path, dtype=torch.long, device=self.device) + p
         self.cache.compact(p, src, keep)
         self.prefix_len = p + keep
-        self.last_forward_s = t1 - t0
+        self.last_forward_s = forward_s
         return VerifyOutcome(
             logits=logits, predictions=predictions, accepted_nodes=path, new_tokens=new_tokens
         )
+
+    def _verify_sampled(self, tree: DraftTree, budget: int, t0: float) -> VerifyOutcome:
+        """`verify` at temperature > 0 (goose.engine.sampling): node i draws from its warped
+        distribution with the noise of the position it predicts (P + depth + 1); deterministic
+        trees are verified by sample-and-match on the device, trees with proposals by recursive
+        rejection sampling on the host. One host sync either way."""
+        assert self.noise is not None
+        p, n = self.prefix_len, len(tree)
+        max_depth = max(tree.depths)
+        noise_rows = self.noise.rows(p + 1, max_depth + 1)
+        if n == 1:
+            ids = torch.tensor([[tree.tokens[0]]], dtype=torch.long, device=self.device)
+            logits = self._forward(ids, self._positions[:, p : p + 1], self._ar_mask())
+            noise = noise_rows[:1]
+        else:
+            inputs = tree_attention_inputs(tree, p, self.device)
+            tokens, parents, anc = inputs.tokens, inputs.parents, inputs.ancestors
+            logits = self._forward(
+                tokens[None], inputs.positions[None], self._tree_mask(anc, inputs.positions, max_depth)
+            )
+            noise = noise_rows[inputs.positions - p]
+        scores = warp_scores(logits, self.sampling)
+        pred = fast_argmax(logits)
+        finite = torch.isfinite(logits.gather(-1, pred[:, None])[:, 0])
+        if tree.proposals is not None:
+            children = tree.children()
+            cands = candidate_sets([[tree.tokens[c] for c in kids] for kids in children], tree.proposals)
+            flat, k = rejection_tensors(scores, noise, cands)
+            values = torch.cat([pred.double(), finite.double(), flat]).tolist()  # the one host sync
+            t1 = time.perf_counter()
+            predictions = [int(v) for v in values[:n]]
+            self._raise_if_non_finite(values[n : 2 * n])
+            rejection = unpack_rejection(values[2 * n :], cands, k)
+            path, bonus = rejection_walk(
+                children, tree.tokens, tree.proposals, rejection, self.noise.uniform, p + 1, tree.depths
+            )
+            return self._commit(tree, path, bonus, budget, logits, predictions, t1 - t0)
+        targets, draws = sample_and_match(scores, noise)
+        if n == 1:
+            packed = torch.stack([pred, finite.long(), targets, draws])
+        else:
+            match = (tokens == targets[parents.clamp(min=0)]) | (parents < 0)
+            on_path = ~(anc & ~match[None, :]).any(dim=-1)
+            packed = torch.stack([pred, finite.long(), targets, draws, on_path.long()])
+        rows = packed.tolist()  # the one host sync of the step
+        t1 = time.perf_counter()
+        self._raise_if_non_finite(rows[1])
+        if n == 1:
+            path = [0]
+        else:
+            path = list(compress(range(n), rows[4]))
+            if tree.depths[path[-1]] != len(path) - 1:  # duplicate tokens under a parent
+                path = greedy_walk(tree, rows[2])
+        return self._commit(tree, path, rows[3][path[-1]], budget, logits, rows[0], t1 - t0)
+
+    def _raise_if_non_finite(self, flags: Sequence[float]) -> None:
+        if 0 in flags:
+            raise self._non_finite(f"verification step {self.steps}", [i for i, ok in enumerate(flags) if not ok])
 
     def truncate(self, prefix_len: int) -> None:
         """Roll the sequence back to its first `prefix_len` cached tokens (used by calibration)."""
@@ -365,16 +469,23 @@ class VerificationEngine:
         self.prefix_len = prefix_len
 
     @torch.inference_mode()
-    def next_token_margin(self, token_ids: Sequence[int]) -> tuple[int, int, float, float]:
+    def next_token_margin(
+        self, token_ids: Sequence[int], sampling: SamplingParams | None = None, seed: int = 0
+    ) -> tuple[int, int, float, float]:
         """Teacher-forced check: forward `token_ids` in one pass (no cache) and return the top-2
-        token ids, their logit margin and the top logit at the last position (used to classify a
-        lossless mismatch as a near-tie)."""
+        token ids, their margin and the top logit at the last position (used to classify a
+        lossless mismatch as a near-tie). At temperature > 0 the margin is that of the perturbed
+        scores (warped logits + the noise of this position under `seed`) that the draw compared."""
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)
         logits = self.model(input_ids=ids, use_cache=False).logits[0, -1].float()
-        top = torch.topk(logits, 2)
+        scores = logits
+        if sampling is not None and not sampling.greedy:
+            noise = TargetNoise(seed, logits.shape[-1], self.device).row(len(token_ids))
+            scores = warp_scores(logits[None], sampling)[0] + noise
+        top = torch.topk(scores, 2)
         return (
             int(top.indices[0]),
             int(top.indices[1]),
             float(top.values[0] - top.values[1]),
-            float(top.values[0]),
+            float(logits.max()),
         )

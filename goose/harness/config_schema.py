@@ -148,6 +148,26 @@ class MethodSchema:
     drafter: dict[str, Any] = field(default_factory=dict)
 
 
+def _check_top_p(name: str, value: Any) -> float:
+    check_float(name, value, low=0.0, high=1.0, why="nucleus mass; 1 = off")
+    if value <= 0:
+        raise ValueError(f"{name} = {value!r}: must be a number in (0, 1] (nucleus mass; 1 = off)")
+    return value
+
+
+@dataclass
+class SamplingSchema:
+    """``sampling``: temperature 0 is greedy decoding (every method identical to AR, token for
+    token); > 0 is lossless speculative sampling (goose.engine.sampling). Each prompt runs
+    num_samples times, sample i with the seed derived from (seed, i)."""
+
+    temperature: float = _checked(0.0, partial(check_float, low=0.0, why="0 = greedy decoding"))
+    top_p: float = _checked(1.0, _check_top_p)
+    top_k: int = _checked(0, partial(check_int, low=0, why="0 = off"))
+    seed: int = _checked(0, partial(check_int, low=0, why="the run's seed; sample i uses a seed derived from it"))
+    num_samples: int = _checked(1, partial(check_int, low=1, why="samples per prompt (temperature > 0)"))
+
+
 def _check_quick(name: str, value: Any) -> Any:
     return check_choice(name, value, ("auto", True, False), why="auto uses the model's quick_* values")
 
@@ -174,6 +194,7 @@ class GooseBenchConfig:
         ),
     )
     budget_profile: str | None = None  # budget=auto: a saved latency table (JSON) instead of calibrating
+    sampling: SamplingSchema = field(default_factory=SamplingSchema)
 
 
 def register() -> None:

@@ -24,7 +24,8 @@ from goose.harness.compose import (  # UserError: re-exported for callers of run
     effective_sizes,
     load_engine,
 )
-from goose.harness.runner import Cell, run_cell
+from goose.engine.sampling import SamplingParams
+from goose.harness.runner import Cell, SamplingPlan, run_cell
 from goose.records.metrics import cell_summary, format_table
 from goose.records.results import results_path
 
@@ -55,6 +56,28 @@ def _auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
     return auto_budget_factory(make_drafter, engine, latency=table), record
 
 
+def sampling_settings(cfg: DictConfig) -> tuple[SamplingParams, SamplingPlan]:
+    """The `sampling` group as the engine's warp and the runner's seeds (a config composed
+    without the group is greedy)."""
+    node = cfg.get("sampling") or {}
+    try:
+        params = SamplingParams(
+            float(node.get("temperature", 0.0)), float(node.get("top_p", 1.0)), int(node.get("top_k", 0))
+        )
+    except ValueError as exc:
+        raise UserError(f"invalid configuration: {exc}") from None
+    return params, SamplingPlan(int(node.get("seed", 0)), int(node.get("num_samples", 1)))
+
+
+def describe_sampling(params: SamplingParams, plan: SamplingPlan) -> str:
+    if params.greedy:
+        return "sampling=greedy"
+    return (
+        f"sampling=T{params.temperature:g}/top_p{params.top_p:g}/top_k{params.top_k} "
+        f"seed={plan.seed} samples={plan.num_samples}"
+    )
+
+
 def _parallel_launcher() -> bool:
     """Whether this job runs beside others that share the terminal (Hydra's joblib launcher): then
     each job logs plain lines, since several progress bars would overwrite one another."""
@@ -71,6 +94,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     limit, max_new = effective_sizes(cfg)
+    sampling, plan = sampling_settings(cfg)
     make_drafter = drafter_factory(cfg)
     bench = cfg.bench
     spec, prompts, source = benchmark_prompts(cfg, limit)
@@ -96,12 +120,14 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         max_new,
         str(loaded.dtype).replace("torch.", ""),
         chat_template=chat,
+        sampling=sampling,
     )
     out_file = results_path(cfg.out_dir, cfg.model.name, bench.name)
     print(
         f"goose-bench: model={cell.model} bench={cell.bench} ({len(prompts)} prompts from {source}) "
         f"chat_template={str(chat).lower()} ({chat_why}) "
-        f"method={method} max_new_tokens={max_new} dtype={cell.dtype} -> {out_file}"
+        f"method={method} max_new_tokens={max_new} dtype={cell.dtype} {describe_sampling(sampling, plan)} "
+        f"-> {out_file}"
     )
     t0 = time.perf_counter()
     rows = run_cell(
@@ -114,6 +140,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         extra={"bench_source": source, "experiment": cfg.get("experiment")}
         | ({"budget_latency": latency_record} if latency_record else {}),
         progress=False if _parallel_launcher() else None,
+        plan=plan,
     )
     ar_rows = [r for r in rows if r["method"] == "ar"]
     method_rows = [r for r in rows if r["method"] == method]

@@ -5,6 +5,13 @@ For every prompt the greedy AR reference is looked up in the results on disk (ro
 written as an AR row: so every method row carries a losslessness verdict, and AR timings of the
 same session sit beside the method's. Cells already in the results are skipped (resume).
 
+Sampling (temperature > 0, `SamplingPlan`): each prompt runs `num_samples` times, sample i with
+the seed derive_seed(sampling.seed, i) (rows carry `sample_idx` and `sample_seed`); its AR
+reference is AR sampling with the same settings and seed. With deterministic drafts the engine's
+output then equals AR's token for token (goose.engine.sampling), which the row's `lossless`
+checks; a drafter that samples its drafts (STAND) is exact in distribution only, so its rows get
+`lossless` None and `lossless_check` "distribution" (the distribution tests cover it).
+
 Parallel jobs of one (model, bench) (Hydra's joblib or submitit launcher) share one results file
 and one AR reference per prompt: it is generated under an exclusive lock on `<file>.lock`
 (`filelock`), after reading the rows other jobs appended meanwhile, so it is written once. Should a file still hold
@@ -35,6 +42,7 @@ from tqdm import tqdm
 
 from goose.engine.decode import Generation, generate
 from goose.engine.drafter import ARDrafter, Drafter
+from goose.engine.sampling import GREEDY, SamplingParams, derive_seed
 from goose.engine.tree import DraftTree
 from goose.engine.verifier import VerificationEngine
 from goose.harness.chat import encode_prompt
@@ -92,7 +100,8 @@ def warm_up(engine: VerificationEngine, token_ids: Sequence[int]) -> None:
 @dataclass
 class Cell:
     """What identifies a cell, copied into each row. chat_template: the prompts are put in the
-    tokenizer's chat template (goose.harness.chat), else raw; part of the row's key."""
+    tokenizer's chat template (goose.harness.chat), else raw; sampling: the warp (temperature 0 =
+    greedy); both part of the row's key."""
 
     model: str
     bench: str
@@ -101,6 +110,7 @@ class Cell:
     max_new_tokens: int
     dtype: str
     chat_template: bool = False
+    sampling: SamplingParams = GREEDY
 
     def row_base(self) -> dict[str, Any]:
         return {
@@ -112,7 +122,42 @@ class Cell:
             "max_new_tokens": self.max_new_tokens,
             "dtype": self.dtype,
             "chat_template": self.chat_template,
+            **self.sampling.as_dict(),
         }
+
+
+@dataclass(frozen=True)
+class SamplingPlan:
+    """The `sampling` config group beyond the warp: the run's seed and the samples per prompt."""
+
+    seed: int = 0
+    num_samples: int = 1
+
+    def samples(self, params: SamplingParams) -> list[tuple[int | None, int | None]]:
+        """(sample_idx, sample_seed) of each sample of a prompt; greedy decoding has one, unseeded."""
+        if params.greedy:
+            return [(None, None)]
+        return [(i, derive_seed(self.seed, i)) for i in range(self.num_samples)]
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One generation's sampling: the warp, which sample of the prompt it is, and the seeds."""
+
+    params: SamplingParams = GREEDY
+    sample_idx: int | None = None
+    sample_seed: int | None = None
+    sequence_seed: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        """What a row records of it (the warp itself is in the cell's fields)."""
+        return {"sample_idx": self.sample_idx, "sample_seed": self.sample_seed}
+
+
+def sequence_seed(sample_seed: int | None, prompt_id: Any) -> int:
+    """The seed of one generation: the sample's seed mixed with the prompt, so that the prompts of a
+    run draw independent noise."""
+    return 0 if sample_seed is None else derive_seed(sample_seed, str(prompt_id))
 
 
 def sample_tree(gen_trees: list[tuple[DraftTree, list[int]]]) -> dict[str, Any] | None:
@@ -170,19 +215,26 @@ def near_tie_threshold(top_logit: float, dtype: torch.dtype) -> float:
 
 
 def lossless_fields(
-    engine: VerificationEngine, prompt_ids: list[int], output: list[int], reference: list[int]
+    engine: VerificationEngine,
+    prompt_ids: list[int],
+    output: list[int],
+    reference: list[int],
+    sampling: SamplingParams = GREEDY,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Compare with the AR reference; on a mismatch, teacher-force AR's prefix up to the first
     differing index and record the top-2 margin there. A margin within 2 ulps of the top logit in
-    the model's dtype (at least 1e-4, the fp32 tree-vs-sequential noise) is a near-tie."""
+    the model's dtype (at least 1e-4, the fp32 tree-vs-sequential noise) is a near-tie. At
+    temperature > 0 the margin is that of the perturbed scores log p / ... + g that AR's draw
+    compared (the same noise), and the tolerance is divided by T."""
     if output == reference:
         return {"lossless": True, "first_diff": None, "diff_margin": None, "near_tie": None}
     idx = next(
         (i for i, (a, b) in enumerate(zip(output, reference, strict=False)) if a != b),
         min(len(output), len(reference)),
     )
-    top1, top2, margin, top_value = engine.next_token_margin(prompt_ids + reference[:idx])
-    tol = near_tie_threshold(top_value, engine.dtype)
+    top1, top2, margin, top_value = engine.next_token_margin(prompt_ids + reference[:idx], sampling, seed)
+    tol = near_tie_threshold(top_value, engine.dtype) / (1.0 if sampling.greedy else sampling.temperature)
     return {
         "lossless": False,
         "first_diff": idx,
@@ -353,9 +405,11 @@ def run_cell(
     extra: dict[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
     progress: bool | None = None,
+    plan: SamplingPlan | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) a cell; returns the rows of this cell and of the AR reference, in prompt
-    order, as they are on disk after the run.
+    order (then sample order), as they are on disk after the run. `plan`: the seed and samples per
+    prompt when `cell.sampling` samples.
 
     Progress (`CellProgress`): a tqdm bar when `progress` is True, one plain line per prompt when
     it is False; None (the default) draws the bar where stderr is a terminal with a size and no
@@ -370,17 +424,23 @@ def run_cell(
         cell.max_new_tokens,
         cell.dtype,
         cell.chat_template,
+        cell.sampling,
     )
+    plan = plan or SamplingPlan()
+    units = [(p, idx, seed) for p in prompts for idx, seed in plan.samples(cell.sampling)]
     existing: dict[tuple, dict[str, Any]] = {}
     _warn_if_cut(results_file)
     offset = _merge_new_rows(existing, results_file, 0)
     drafter = make_drafter()
     ar_drafter = ARDrafter()
     out_rows: list[dict[str, Any]] = []
-    resumed = [cell_key({**cell.row_base(), "prompt_id": p.prompt_id}) in existing for p in prompts]
+    resumed = [
+        cell_key({**cell.row_base(), "prompt_id": p.prompt_id, "sample_seed": seed}) in existing
+        for p, _, seed in units
+    ]
     if any(resumed):
         message = (
-            f"{sum(resumed)} of {len(prompts)} prompts of this cell are already in {results_file}: their "
+            f"{sum(resumed)} of {len(units)} prompts of this cell are already in {results_file}: their "
             "rows are reported, not re-run (resume; out_dir=<another folder> runs them afresh)"
         )
         if log is not None:
@@ -394,11 +454,15 @@ def run_cell(
     store = RunStateStore(results_file, cell.row_base()) if drafter.carries_run_state else None
     seen: list[str] = []  # ids of the prompts whose runs shaped the drafter's state, in order
     restored, state_checked = False, False
-    with CellProgress(cell, len(prompts), sum(resumed), progress, log) as report:
-        for i, prompt in enumerate(prompts):
+    stochastic = drafter.samples_drafts and not cell.sampling.greedy
+    unit_ids = [p.prompt_id if idx is None else f"{p.prompt_id}#{idx}" for p, idx, _ in units]
+    with CellProgress(cell, len(units), sum(resumed), progress, log) as report:
+        for i, (prompt, sample_idx, sample_seed) in enumerate(units):
             prompt_ids, bad_prompt = _tokenize(tokenizer, prompt, cell.chat_template)
-            ar_key = cell_key({**ar_cell.row_base(), "prompt_id": prompt.prompt_id})
-            key = cell_key({**cell.row_base(), "prompt_id": prompt.prompt_id})
+            sample = {"prompt_id": prompt.prompt_id, "sample_seed": sample_seed}
+            ar_key = cell_key({**ar_cell.row_base(), **sample})
+            key = cell_key({**cell.row_base(), **sample})
+            draw = Draw(cell.sampling, sample_idx, sample_seed, sequence_seed(sample_seed, prompt.prompt_id))
             if ar_key not in existing:
                 with _reference_lock(results_file):  # another job may be writing this very reference
                     offset = _merge_new_rows(existing, results_file, offset)
@@ -413,6 +477,7 @@ def run_cell(
                             env,
                             results_file,
                             bad_prompt,
+                            draw=draw,
                         )
                         written.add(ar_key)
                         if existing[ar_key].get("status") != "ok" and cell.method != "ar":
@@ -425,12 +490,10 @@ def run_cell(
                 if store is not None:
                     if not state_checked:  # the first prompt this process runs: restore the state
                         state_checked = True
-                        restored = _restore_run_state(
-                            store, drafter, [p.prompt_id for p in prompts[:i]], report
-                        )
-                        seen = [p.prompt_id for p in prompts[:i]] if restored else []
+                        restored = _restore_run_state(store, drafter, unit_ids[:i], report)
+                        seen = unit_ids[:i] if restored else []
                     fields = {"run_state_prompts": len(seen), "run_state_restored": restored}
-                    ids_after = [*seen, prompt.prompt_id]
+                    ids_after = [*seen, unit_ids[i]]
                     before_append = lambda row, ids=ids_after: store.save(ids, drafter.run_state())  # noqa: E731
                 existing[key] = _run_one(
                     engine,
@@ -444,12 +507,14 @@ def run_cell(
                     bad_prompt,
                     fields,
                     before_append,
+                    draw=draw,
+                    stochastic=stochastic,
                 )
                 written.add(key)
                 if store is not None:
-                    seen.append(prompt.prompt_id)
+                    seen.append(unit_ids[i])
                     store.prune(len(seen))
-            report.prompt(i, prompt.prompt_id, existing[key], ran=key in written, resumed=resumed[i])
+            report.prompt(i, unit_ids[i], existing[key], ran=key in written, resumed=resumed[i])
             out_rows.append(existing[key])
             if cell.method != "ar":
                 out_rows.append(existing[ar_key])
@@ -542,6 +607,8 @@ def _run_one(
     bad_prompt: str | None = None,
     fields: dict[str, Any] | None = None,
     before_append: Callable[[dict[str, Any]], None] | None = None,
+    draw: Draw | None = None,
+    stochastic: bool = False,
 ) -> dict[str, Any]:
     """Generate one prompt and append its row (with `fields` added; `before_append(row)` runs
     just before the row is written, e.g. to checkpoint the drafter's run state). Any Exception (non-finite logits, out of memory, a
@@ -550,10 +617,14 @@ def _run_one(
     SystemExit propagate, so Ctrl-C stops the sweep with only complete rows on disk.
 
     reference: the AR output for this prompt; None for the AR row itself (cell.method == "ar"),
-    or when the AR run of this prompt failed (the row then has lossless = None)."""
+    or when the AR run of this prompt failed (the row then has lossless = None).
+    draw: the sample this row is (greedy: none); stochastic: the drafter samples its drafts, so
+    the output is compared with AR's in distribution only (lossless None, see module docstring)."""
+    draw = draw or Draw()
     row: dict[str, Any] = {
         **cell.row_base(),
         "prompt_id": prompt.prompt_id,
+        **draw.fields(),
         "prompt_tokens": len(prompt_ids),
         **env,
         **(fields or {}),
@@ -563,16 +634,32 @@ def _run_one(
     try:
         if bad_prompt is not None:
             raise ValueError(bad_prompt)
-        gen = generate(engine, drafter, prompt_ids, cell.max_new_tokens, on_step=sampler)
+        gen = generate(
+            engine,
+            drafter,
+            prompt_ids,
+            cell.max_new_tokens,
+            on_step=sampler,
+            sampling=draw.params,
+            seed=draw.sequence_seed,
+        )
         row.update(generation_row(gen))
         row["sample_tree"] = sample_tree(sampler.trees)
         if cell.method == "ar":  # this is the AR reference itself
             row.update({"lossless": True, "first_diff": None, "diff_margin": None, "near_tie": None})
+        elif stochastic:
+            row.update({"lossless": None, "first_diff": None, "diff_margin": None, "near_tie": None})
+            row["lossless_check"] = "distribution"
+            row["same_as_ar"] = gen.output_ids == reference if reference is not None else None
         elif reference is None:
             row.update({"lossless": None, "first_diff": None, "diff_margin": None, "near_tie": None})
             row["lossless_error"] = "no AR reference: the AR run of this prompt failed"
         else:
-            row.update(lossless_fields(engine, prompt_ids, gen.output_ids, reference))
+            row.update(
+                lossless_fields(
+                    engine, prompt_ids, gen.output_ids, reference, draw.params, draw.sequence_seed
+                )
+            )
         row["status"] = "ok"
     except Exception as exc:  # a failed prompt, not a dead sweep (KeyboardInterrupt is no Exception)
         error = f"{type(exc).__name__}: {exc}"

@@ -3,7 +3,8 @@
 Definitions (SPEC):
 - τ = Σ generated tokens / Σ forward calls over the cell's prompts (ratio of sums).
 - tokens/s = Σ generated tokens / Σ wall time.
-- speedup = tokens/s(method) / tokens/s(AR), over the prompts both completed.
+- speedup = tokens/s(method) / tokens/s(AR), over the prompts both completed (at temperature > 0:
+  the AR sample of the same prompt with the same seed, `sample_key`).
 - p_s, p_t = Σ accepted / Σ offered of the spine (context) and branch (adjacency) sources.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
+from goose.records.results import sample_key
 
 
 def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -56,12 +59,12 @@ def cell_summary(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]] | Non
         "speedup": float("nan"),
     }
     if ar_rows:
-        ar = {r["prompt_id"]: r for r in _ok(ar_rows)}
-        both = [r for r in ok if r["prompt_id"] in ar]
+        ar = {sample_key(r): r for r in _ok(ar_rows)}
+        both = [r for r in ok if sample_key(r) in ar]
         mine = rate(sum(r["generated_tokens"] for r in both), sum(r["wall_time_s"] for r in both))
         base = rate(
-            sum(ar[r["prompt_id"]]["generated_tokens"] for r in both),
-            sum(ar[r["prompt_id"]]["wall_time_s"] for r in both),
+            sum(ar[sample_key(r)]["generated_tokens"] for r in both),
+            sum(ar[sample_key(r)]["wall_time_s"] for r in both),
         )
         out["speedup"] = rate(mine, base)
     return out
@@ -71,10 +74,10 @@ def per_prompt_speedups(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]
     """Per-prompt speedups (tokens/s of the method / tokens/s of AR on the same prompt), over the
     prompts both completed, in the order of `rows`: the spread behind a cell's `speedup` (which is
     a ratio of sums, not the mean of these)."""
-    ar = {r["prompt_id"]: r for r in _ok(ar_rows)}
+    ar = {sample_key(r): r for r in _ok(ar_rows)}
     out = []
     for r in _ok(rows):
-        a = ar.get(r["prompt_id"])
+        a = ar.get(sample_key(r))
         if a is None:
             continue
         out.append(

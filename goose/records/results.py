@@ -29,10 +29,15 @@ CELL_FIELDS = (
     "max_new_tokens",
     "dtype",
     "chat_template",
+    "temperature",
+    "top_p",
+    "top_k",
+    "sample_seed",
 )
 # The value a key field takes in a row that lacks it: rows written before prompts could be put in a
-# chat template have no `chat_template` field, and they were raw.
-CELL_DEFAULTS = {"chat_template": False}
+# chat template have no `chat_template` field, and they were raw; rows written before sampling
+# existed are greedy (temperature 0, no top-p / top-k, no sample seed).
+CELL_DEFAULTS = {"chat_template": False, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "sample_seed": None}
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -44,7 +49,22 @@ def config_hash(config: dict[str, Any]) -> str:
 def cell_key(row: dict[str, Any]) -> tuple:
     """The identity of a result row: a re-run of the same cell has the same key. A field the row
     lacks reads as its CELL_DEFAULTS value (an old row without `chat_template` is a raw one)."""
-    return tuple(row.get(f, CELL_DEFAULTS.get(f)) for f in CELL_FIELDS)
+    return tuple(_plain(row.get(f, CELL_DEFAULTS.get(f))) for f in CELL_FIELDS)
+
+
+def _plain(value: Any) -> Any:
+    """A key value as JSON gives it back: NaN (a missing field in a DataFrame) reads as None and
+    whole floats of integer fields compare equal to their ints."""
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def sample_key(row: dict[str, Any]) -> tuple[Any, Any]:
+    """(prompt_id, sample_seed): which AR row a row is compared with (the AR sample of the same
+    prompt with the same seed; greedy rows have no seed)."""
+    seed = _plain(row.get("sample_seed"))
+    return row["prompt_id"], None if seed is None else int(seed)
 
 
 def append_lock(path: str | Path) -> FileLock:

@@ -1,0 +1,305 @@
+"""STAND (Song et al., arXiv 2506.04708): stochastic adaptive n-gram drafting, model-free.
+
+What the paper gives (`../shared/paper/BEYOND.md` §2.4): an n-gram table that stores the target's
+*distributions* (top-k tokens and their logits) rather than token ids, drafts *sampled* from those
+distributions, siblings drawn without replacement (Gumbel-top-k), a data-driven tree, and
+verification with the real proposal probabilities q. No reference code is public; every choice
+below where the paper is silent is this harness's, named as such.
+
+Table (`NgramDistributionTable`). Keys are the last n tokens of a context, n = 1..max_order; the
+value is the top-K (token, logit) of the target's logits after that context, from the most recent
+forward that saw it (freshest wins, as Token Recycling's table). Every verified node updates the
+table (rejected nodes too: their logits are the target's distribution after their own context,
+whatever the accepted path), and the prefill does when `prefill_harvest` is on. Lookup takes the
+longest stored suffix of the node's context. (Choices: K = 8 as TR, orders 1-3; the logits are
+stored raw, so one table serves every temperature.)
+
+Proposal q at a node: the sampling warp of the run (temperature, top-k, top-p; `SamplingParams`)
+applied to the stored logits, renormalised over the stored tokens: the table's estimate of the
+target's warped p after that context.
+
+Tree (data-driven, best-first; a choice). A heap of *slots* "draw the next child of node u",
+scored before the draw by value(u) · Σ_x q_i(x) q_u(x) (the chance that a draw from what is left
+of q_u matches a target that samples from q_u), where value(child) = value(u) · q_u(child) once
+drawn (root value 1). The best slot is drawn next: its child is the next token of u's
+Gumbel-top-k order (sampling without replacement from q_u, `gumbel_order`). Children of a node
+are therefore a prefix of its draw order, as the rejection walk requires; a node is never dropped
+after it was drawn, and whether a slot is drawn is decided from earlier draws only — a decision
+that looked at the draw itself would bias recursive rejection sampling. Limits: B nodes, depth D,
+at most `max_children` per node. With budget=auto the latency table sizes the tree the same way
+(`use_latency`): a slot is drawn only while the best plan of the open slots still raises the
+expected tokens per second of the step, so the auto wrapper never cuts a sampled tree.
+
+Verification at T > 0 is multi-candidate recursive rejection sampling with the without-replacement
+correction (goose.engine.sampling.rejection_walk), with these q attached to the tree
+(`DraftTree.proposals`). At T = 0 the drafter is deterministic (children in the order of the stored
+logits, q taken at temperature 1 only to score slots) and the engine's greedy verifier makes the
+output identical to AR.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import math
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from goose.engine.drafter import Drafter, VerifyOutcome
+from goose.engine.sampling import derive_seed
+from goose.engine.tree import BRANCH, DraftTree
+from goose.validation import check_bool, check_int
+
+
+class NgramDistributionTable:
+    """n-gram context (orders 1..max_order) -> top-K (tokens, logits) of the target after it."""
+
+    def __init__(self, max_order: int, k: int) -> None:
+        self.max_order = max_order
+        self.k = k
+        self.entries: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[float, ...]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def update(self, contexts: Sequence[Sequence[int]], logits: torch.Tensor) -> None:
+        """contexts[i]: the tokens up to and including node i (at least its last max_order);
+        logits[i]: the target's logits after it. One top-K and one transfer for all rows; a later
+        row overwrites an earlier one with the same key."""
+        if not contexts:
+            return
+        top = torch.topk(logits.float(), min(self.k, logits.shape[-1]), dim=-1)
+        ids, values = top.indices.tolist(), top.values.tolist()
+        for context, row_ids, row_values in zip(contexts, ids, values, strict=True):
+            entry = (tuple(row_ids), tuple(row_values))
+            for order in range(1, min(self.max_order, len(context)) + 1):
+                self.entries[tuple(context[-order:])] = entry
+
+    def lookup(self, context: Sequence[int]) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
+        """The entry of the longest stored suffix of `context`, or None."""
+        for order in range(min(self.max_order, len(context)), 0, -1):
+            entry = self.entries.get(tuple(context[-order:]))
+            if entry is not None:
+                return entry
+        return None
+
+
+def proposal(
+    logits: Sequence[float], temperature: float, top_k: int = 0, top_p: float = 1.0
+) -> list[float]:
+    """q over the stored tokens (given in descending logit order): softmax(logits / T), top-k and
+    top-p as the target's warp, renormalised; T = 0 scores with T = 1."""
+    t = temperature if temperature > 0 else 1.0
+    scaled = [v / t for v in logits]
+    if 0 < top_k < len(scaled):
+        scaled = [v if i < top_k else -math.inf for i, v in enumerate(scaled)]
+    peak = max(scaled)
+    weights = [math.exp(v - peak) for v in scaled]
+    total = sum(weights)
+    probs = [w / total for w in weights]
+    if top_p < 1.0:
+        kept, before = [], 0.0
+        for pr in probs:
+            kept.append(pr if before < top_p else 0.0)
+            before += pr
+        total = sum(kept)
+        probs = [pr / total for pr in kept]
+    return probs
+
+
+def gumbel_order(probs: Sequence[float], rng: random.Random) -> list[int]:
+    """Indices in the order of a sequential sample without replacement from `probs` (zero-
+    probability entries left out): the Gumbel-top-k trick, argsort of log p + Gumbel noise."""
+    keys = [
+        (math.log(p) - math.log(-math.log(rng.random() or 5e-324)), i) for i, p in enumerate(probs) if p > 0.0
+    ]
+    return [i for _, i in sorted(keys, reverse=True)]
+
+
+class StandDrafter(Drafter):
+    """STAND: sampled n-gram trees verified by recursive rejection sampling (module docstring).
+
+    budget        B, nodes including the anchor (fixed budget; the maximum under budget=auto)
+    max_depth     D, deepest drafted node
+    max_children  siblings drawn per node at most
+    k             K, (token, logit) pairs stored per n-gram
+    max_order     longest n-gram key
+    prefill_harvest  fill the table from the prompt's logits
+    persistent_table keep the table across the prompts of a run (as Token Recycling does)
+    """
+
+    samples_drafts = True
+
+    def __init__(
+        self,
+        budget: int = 40,
+        max_depth: int = 8,
+        max_children: int = 4,
+        k: int = 8,
+        max_order: int = 3,
+        prefill_harvest: bool = True,
+        persistent_table: bool = True,
+        name: str = "stand",
+    ) -> None:
+        super().__init__(name=name)
+        self.budget = check_int("StandDrafter.budget", budget, low=2, why="B, the anchor plus at least one node")
+        self.max_depth = check_int("StandDrafter.max_depth", max_depth, low=1)
+        self.max_children = check_int("StandDrafter.max_children", max_children, low=1)
+        self.k = check_int("StandDrafter.k", k, low=1)
+        self.max_order = check_int("StandDrafter.max_order", max_order, low=1, why="longest n-gram key")
+        if max_children > k:
+            raise ValueError(f"StandDrafter.max_children = {max_children}: must be <= k = {k} (tokens stored per n-gram)")
+        self.prefill_harvest = check_bool("StandDrafter.prefill_harvest", prefill_harvest)
+        self.persistent_table = check_bool("StandDrafter.persistent_table", persistent_table)
+        self.table: NgramDistributionTable | None = None
+        self._rng = random.Random(0)
+        self._latency: Callable[[int], float] | None = None
+        self._committed_tail: list[int] = []
+
+    # ------------------------------------------------------------------ contract
+    @property
+    def needs_prefill_logits(self) -> bool:  # type: ignore[override]
+        return self.prefill_harvest
+
+    @property
+    def carries_run_state(self) -> bool:  # type: ignore[override]
+        return self.persistent_table
+
+    def run_state(self) -> Any:
+        return copy.deepcopy(self.table)
+
+    def restore_run_state(self, state: Any) -> None:
+        self.table = copy.deepcopy(state)
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "budget": self.budget,
+            "max_depth": self.max_depth,
+            "max_children": self.max_children,
+            "k": self.k,
+            "max_order": self.max_order,
+            "prefill_harvest": self.prefill_harvest,
+            "persistent_table": self.persistent_table,
+        }
+
+    def use_latency(self, latency: Callable[[int], float]) -> None:
+        """budget=auto: size each tree while drawing it with this verification latency (seconds
+        for n nodes), instead of being cut afterwards (see module docstring)."""
+        self._latency = latency
+
+    def set_sampling(self, sampling, seed: int) -> None:
+        super().set_sampling(sampling, seed)
+        self._rng = random.Random(derive_seed(seed, "stand-drafts"))
+
+    def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
+        super().begin(prompt_ids, prefill_logits)
+        if self.table is None or not self.persistent_table:
+            self.table = NgramDistributionTable(self.max_order, self.k)
+        if self.prefill_harvest and prefill_logits.shape[0] == len(prompt_ids):
+            contexts = [prompt_ids[max(0, j - self.max_order + 1) : j + 1] for j in range(len(prompt_ids))]
+            self.table.update(contexts, prefill_logits)
+
+    def propose(self, committed: list[int]) -> DraftTree:
+        tail = committed[-self.max_order :]
+        self._committed_tail = tail
+        tree = self._build(tail)
+        self.route = "ar" if len(tree) == 1 else "tree"
+        return tree
+
+    def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
+        """Every verified node's logits update the table under its own context."""
+        if self.table is None:
+            return
+        contexts: list[list[int]] = []
+        for i in range(len(tree)):
+            path: list[int] = []
+            node = i
+            while node > 0 and len(path) < self.max_order:
+                path.append(tree.tokens[node])
+                node = tree.parents[node]
+            need = self.max_order - len(path)
+            if need > 0:  # the anchor, then the committed tokens before it
+                path.append(tree.tokens[0])
+                if need > 1:
+                    path.extend(reversed(self._committed_tail[:-1][-(need - 1) :]))
+            contexts.append(path[::-1])
+        self.table.update(contexts, outcome.logits)
+
+    # ------------------------------------------------------------------ tree
+    def _proposal_at(self, context: Sequence[int]) -> tuple[tuple[int, ...], list[float]] | None:
+        entry = self.table.lookup(context) if self.table is not None else None
+        if entry is None:
+            return None
+        s = self.sampling
+        return entry[0], proposal(entry[1], s.temperature, s.top_k, s.top_p)
+
+    def _worth_growing(self, size: int, expected: float, slots: list[tuple[float, int, int]]) -> bool:
+        """budget=auto: does some number m of the best open slots raise expected tokens / second?
+        (Uses only what is known before the next draw.)"""
+        if self._latency is None:
+            return True
+        now = (1.0 + expected) / self._latency(size)
+        gain = 0.0
+        for m, (neg_score, _, _) in enumerate(heapq.nsmallest(self.budget - size, slots), start=1):
+            gain -= neg_score
+            if (1.0 + expected + gain) / self._latency(size + m) > now:
+                return True
+        return False
+
+    def _build(self, tail: list[int]) -> DraftTree:
+        anchor = tail[-1]
+        sampled = not self.sampling.greedy
+        tree = DraftTree.single(anchor)
+        proposals: list[Any] = [None]
+        contexts: list[list[int]] = [tail]
+        values = [1.0]
+        state: dict[int, dict[str, Any]] = {}  # per expandable node: q, draw order, next rank
+        slots: list[tuple[float, int, int]] = []  # (-score, tie-break, node)
+
+        def open_node(node: int) -> None:
+            if tree.depths[node] >= self.max_depth:
+                return
+            found = self._proposal_at(contexts[node])
+            if found is None:
+                return
+            ids, q = found
+            order = gumbel_order(q, self._rng) if sampled else [i for i, p in enumerate(q) if p > 0.0]
+            if not order:
+                return
+            state[node] = {"ids": ids, "q": q, "order": order[: self.max_children], "next": 0}
+            proposals[node] = (ids, tuple(q)) if sampled else None
+            heapq.heappush(slots, (-values[node] * _match_mass(q, q, ()), len(tree) * 64, node))
+
+        open_node(0)
+        expected = 0.0
+        while slots and len(tree) < self.budget:
+            if not self._worth_growing(len(tree), expected, slots):
+                break
+            _, _, node = heapq.heappop(slots)
+            st = state[node]
+            index = st["order"][st["next"]]
+            st["next"] += 1
+            token = st["ids"][index]
+            child = tree.add(token, node, BRANCH)
+            proposals.append(None)
+            values.append(values[node] * st["q"][index])
+            expected += values[-1]
+            contexts.append([*contexts[node], token][-self.max_order :])
+            if st["next"] < len(st["order"]):
+                taken = tuple(st["order"][: st["next"]])
+                score = values[node] * _match_mass(st["q"], st["q"], taken)
+                heapq.heappush(slots, (-score, node * 64 + st["next"], node))
+            open_node(child)
+        if sampled and len(tree) > 1:
+            tree.proposals = proposals
+        return tree
+
+
+def _match_mass(q: Sequence[float], q_u: Sequence[float], taken: Sequence[int]) -> float:
+    """Σ_x q_i(x) q_u(x): q_i = q without the indices already drawn (`taken`), renormalised."""
+    left = [0.0 if i in taken else p for i, p in enumerate(q)]
+    total = sum(left)
+    return sum(a * b for a, b in zip(left, q_u, strict=True)) / total if total > 0 else 0.0

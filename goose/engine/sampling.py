@@ -1,0 +1,284 @@
+"""Sampling (temperature > 0) in the verification engine: the warp AR applies, the target's noise,
+and the two tree verifiers that keep the output distribution exactly the target's.
+
+Warp (`warp_scores`), in the order `transformers` applies its warpers: logits / T, then top-k
+(keep the k largest; ties at the k-th value are kept, as `TopKLogitsWarper` does), then top-p
+(keep the smallest set of most likely tokens whose probability reaches top_p; the most likely
+token is always kept). p denotes the renormalised result: the distribution AR samples from.
+
+The target's randomness is *position-keyed* Gumbel noise: g_t ∈ R^V, i.i.d. Gumbel(0, 1), a
+function of (seed, t) only, where t is the absolute position of the token being drawn
+(`TargetNoise`). AR draws x_t = argmax_x (log p(x | x_<t) + g_t(x)): an exact sample of p (the
+Gumbel-max trick).
+
+Deterministic drafts: sample-and-match (`sample_and_match` on the device). Every node i of the
+tree draws s_i = argmax(log p_i + g_{P+d_i+1}) from its own warped distribution with the noise of
+the position it predicts; node i is accepted when its token equals the draw of its parent and the
+parent is accepted; the step commits the deepest accepted path plus the draw at its last node.
+    Why it is exact: along the accepted path each node's context is the committed context, so the
+    committed token at position t is argmax(log p(· | x_<t) + g_t) — the token AR draws with the
+    same noise — whatever the tree was. The output is AR's output with the same seed, token for
+    token (up to the rounding of a wide forward against a one-token step), hence distributed as
+    AR's. Nodes of one depth share g_t, but at most one node per depth lies on the accepted path,
+    and the nodes of one path see distinct positions, hence independent noise (reusing one noise
+    vector along a path would be lossy).
+    Why no lossless verifier does better on deterministic drafts: the accepted path reaches node v
+    only if the output starts with path(v), so P(reach v) <= p(path(v)) = prod of p along the path
+    for any lossless verifier; sample-and-match reaches v exactly when every draw along the path
+    equals the path's tokens, i.e. with probability p(path(v)), for every node at once. So
+    E[accepted] = Σ_v p(path(v)), the maximum.
+The drafters never see the draws at rejected nodes (they use positions whose noise later steps
+reuse): `VerifyOutcome.predictions` stays the argmax of every node, as at T = 0.
+
+Stochastic drafts (STAND, `baselines/stand.py`): the children of node u are drawn without
+replacement from the drafter's proposal q_u (`DraftTree.proposals[u]`), and the step runs
+multi-candidate recursive rejection sampling (`rejection_walk`, SpecTr / RSD with the
+without-replacement correction): with p_1 = p_u and q_1 = q_u, child c_i is accepted with
+probability min(1, p_i(c_i) / q_i(c_i)); on rejection p_{i+1} = norm(max(p_i - q_i, 0)) and
+q_{i+1} = q_i with c_i removed and renormalised (c_{i+1} was drawn from exactly that); after the
+last child the bonus is drawn from the residual p_{k+1}. By induction each round outputs a sample
+of its p_i, so the step outputs a sample of p_u at every node. Deterministic children (no q) are
+the case q = δ_c of the same rule. The residual draw uses g_t restricted and reweighted on the
+handful of tokens the rounds touched (`rejection_inputs` brings their p and g to the host with one
+Gumbel argmax over the untouched rest, in the step's one host sync).
+
+Where the papers are silent (choices of this harness): noise on the model's device from
+`torch.Generator(device).manual_seed(derive_seed(seed, t))`, so a run is reproducible on one
+device type (CPU and CUDA draw different noise); the acceptance uniforms of the rejection walk are
+a hash of (seed, t, sibling rank), independent of the Gumbel noise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from goose.validation import check_float, check_int
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """The sampling settings of a run (config group `sampling`; T = 0 is greedy decoding, the
+    engine's original path bit for bit). top_k = 0 and top_p = 1 disable those warpers."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    def __post_init__(self) -> None:
+        check_float("sampling.temperature", self.temperature, low=0.0, why="0 = greedy decoding")
+        check_float("sampling.top_p", self.top_p, low=0.0, high=1.0, why="nucleus mass; 1 = off")
+        if self.top_p <= 0.0:
+            raise ValueError(f"sampling.top_p = {self.top_p!r}: must be a number in (0, 1] (nucleus mass; 1 = off)")
+        check_int("sampling.top_k", self.top_k, low=0, why="0 = off")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"temperature": float(self.temperature), "top_p": float(self.top_p), "top_k": int(self.top_k)}
+
+
+GREEDY = SamplingParams()
+
+
+def derive_seed(*parts: object) -> int:
+    """A 63-bit seed from any parts (e.g. the run's seed and the sample index): a hash, so that
+    nearby inputs give unrelated streams, and stable across processes and platforms."""
+    blob = "\x1f".join(repr(p) for p in parts).encode()
+    return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "little") >> 1
+
+
+def warp_scores(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """fp32 scores [n, V] whose softmax is the warped distribution p (see the module docstring);
+    -inf outside top-k / top-p. Not normalised (Gumbel-max needs no normaliser)."""
+    scores = logits.float() / params.temperature
+    vocab = scores.shape[-1]
+    if 0 < params.top_k < vocab:
+        kth = torch.topk(scores, params.top_k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, dim=-1, descending=True)
+        probs = sorted_scores.softmax(dim=-1)
+        mass_before = probs.cumsum(dim=-1) - probs  # mass of the strictly more likely tokens
+        drop_sorted = mass_before >= params.top_p
+        drop_sorted[..., 0] = False
+        drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
+        scores = scores.masked_fill(drop, float("-inf"))
+    return scores
+
+
+class TargetNoise:
+    """Position-keyed noise of one sequence: Gumbel(0, 1)^V rows g_t, a function of (seed, t)
+    only (cached while in use), and host-side uniforms u(t, rank) for the rejection walk."""
+
+    def __init__(self, seed: int, vocab: int, device: torch.device | str) -> None:
+        self.seed = int(seed)
+        self.vocab = int(vocab)
+        self.device = torch.device(device)
+        self._rows: dict[int, torch.Tensor] = {}
+        self._generator = torch.Generator(device=self.device)
+
+    def row(self, position: int) -> torch.Tensor:
+        """g_position, [V] fp32 on the device."""
+        cached = self._rows.get(position)
+        if cached is None:
+            self._generator.manual_seed(derive_seed(self.seed, "gumbel", position))
+            u = torch.rand(self.vocab, generator=self._generator, device=self.device, dtype=torch.float32)
+            cached = u.clamp_(min=torch.finfo(torch.float32).tiny).log_().neg_().log_().neg_()
+            self._rows[position] = cached
+        return cached
+
+    def rows(self, first: int, count: int) -> torch.Tensor:
+        """[count, V]: g_first, ..., g_{first+count-1}; rows before `first` are forgotten (the
+        sequence has committed those positions)."""
+        for old in [t for t in self._rows if t < first]:
+            del self._rows[old]
+        return torch.stack([self.row(first + j) for j in range(count)])
+
+    def uniform(self, position: int, rank: int) -> float:
+        """u(t, rank) in (0, 1): the acceptance uniform of the rank-th sibling at position t."""
+        return (derive_seed(self.seed, "accept", position, rank) + 0.5) / float(1 << 63)
+
+
+def sample_and_match(scores: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(targets, draws) per node: draws = argmax(scores + noise), one sample of p per node;
+    targets = what a child's token must equal to be accepted (the draw itself: sample-and-match).
+    A separate function so that a test can swap in a wrong verifier (e.g. argmax matching) and
+    show that the distribution test rejects it."""
+    draws = (scores + noise).argmax(dim=-1)
+    return draws, draws
+
+
+@dataclass
+class RejectionInputs:
+    """Per node u, what the host walk needs (one host sync): the candidate tokens C_u (children and
+    proposal support), p_u and g_u on them, and the best perturbed log-probability outside C_u."""
+
+    candidates: list[list[int]]
+    p: list[list[float]]
+    g: list[list[float]]
+    outside_token: list[int]
+    outside_value: list[float]  # max over x not in C_u of log p_u(x) + g_u(x)
+
+
+def candidate_sets(children_tokens: Sequence[Sequence[int]], proposals: Sequence[object]) -> list[list[int]]:
+    """C_u = the tokens of u's children, then the rest of its proposal's support (no repeats)."""
+    out: list[list[int]] = []
+    for kids, proposal in zip(children_tokens, proposals, strict=True):
+        seen = dict.fromkeys(kids)
+        if proposal is not None:
+            seen.update(dict.fromkeys(proposal[0]))
+        out.append(list(seen))
+    return out
+
+
+def rejection_tensors(
+    scores: torch.Tensor, noise: torch.Tensor, candidates: list[list[int]]
+) -> tuple[torch.Tensor, int]:
+    """Device side of `RejectionInputs`: one flat float64 tensor [n * (2 K + 2)] (K = the largest
+    |C_u|): p on C_u, g on C_u, the outside argmax token and its perturbed value. Returns it
+    and K; `unpack_rejection` reads it back."""
+    n, vocab = scores.shape
+    k = max(1, max(len(c) for c in candidates))
+    padded = [c + [vocab] * (k - len(c)) for c in candidates]  # column V: a -inf dummy
+    cand = torch.tensor(padded, dtype=torch.long, device=scores.device)
+    logp = torch.log_softmax(scores, dim=-1)
+    minus_inf = torch.full((n, 1), float("-inf"), device=scores.device)
+    logp_x = torch.cat([logp, minus_inf], dim=1)
+    noise_x = torch.cat([noise, torch.zeros((n, 1), device=scores.device)], dim=1)
+    p_c = logp_x.gather(1, cand).exp()
+    g_c = noise_x.gather(1, cand)
+    outside = (logp_x + noise_x).scatter(1, cand, float("-inf"))[:, :vocab]
+    best = outside.argmax(dim=-1)
+    best_value = outside.gather(1, best[:, None])[:, 0]
+    flat = torch.cat([p_c.flatten(), g_c.flatten(), best.double(), best_value.double()]).double()
+    return flat, k
+
+
+def unpack_rejection(values: list[float], candidates: list[list[int]], k: int) -> RejectionInputs:
+    n = len(candidates)
+    p_all, g_all = values[: n * k], values[n * k : 2 * n * k]
+    best, best_value = values[2 * n * k : 2 * n * k + n], values[2 * n * k + n : 2 * n * k + 2 * n]
+    return RejectionInputs(
+        candidates=candidates,
+        p=[p_all[i * k : i * k + len(c)] for i, c in enumerate(candidates)],
+        g=[g_all[i * k : i * k + len(c)] for i, c in enumerate(candidates)],
+        outside_token=[int(t) for t in best],
+        outside_value=list(best_value),
+    )
+
+
+def _normalised(q: dict[int, float]) -> dict[int, float]:
+    total = sum(q.values())
+    return {x: v / total for x, v in q.items() if v > 0.0} if total > 0.0 else {}
+
+
+def rejection_walk(
+    children: Sequence[Sequence[int]],
+    tokens: Sequence[int],
+    proposals: Sequence[object],
+    inputs: RejectionInputs,
+    uniform,
+    first_position: int,
+    depths: Sequence[int],
+) -> tuple[list[int], int]:
+    """Multi-candidate recursive rejection sampling down the tree (module docstring); returns
+    (accepted path of node indices, root first; the bonus token drawn at its last node).
+
+    children[u]: u's children in draw order; proposals[u]: (support tokens, probabilities) of the
+    q_u its children were drawn from without replacement, or None (deterministic children: q = δ);
+    uniform(t, rank): the acceptance uniform; node u draws position first_position + depths[u].
+    """
+    u, path = 0, [0]
+    while True:
+        position = first_position + depths[u]
+        cands = inputs.candidates[u]
+        residual = dict(zip(cands, inputs.p[u], strict=True))  # p_i on C_u, unnormalised
+        outside_mass = max(0.0, 1.0 - sum(residual.values()))
+        outside_scale = 1.0  # p_i(x) = p_u(x) * outside_scale / total for x outside C_u
+        total = sum(residual.values()) + outside_mass
+        proposal = proposals[u]
+        q = _normalised(dict(zip(proposal[0], proposal[1], strict=True))) if proposal is not None else None
+        accepted = -1
+        for rank, child in enumerate(children[u]):
+            c = tokens[child]
+            p_c = residual.get(c, 0.0) / total if total > 0.0 else 0.0
+            q_c = 1.0 if q is None else q.get(c, 0.0)
+            if q_c > 0.0 and uniform(position, rank) * q_c < p_c:
+                accepted = child
+                break
+            if q is None:  # q = δ_c: the residual is p without c
+                residual[c] = 0.0
+            else:
+                residual = {x: max(v / total - q.get(x, 0.0), 0.0) for x, v in residual.items()}
+                outside_scale /= total
+                q.pop(c, None)
+                q = _normalised(q)
+            total = sum(residual.values()) + outside_mass * outside_scale
+        if accepted < 0:
+            return path, _residual_draw(residual, inputs, u, outside_mass * outside_scale, outside_scale)
+        path.append(accepted)
+        u = accepted
+
+
+def _residual_draw(
+    residual: dict[int, float], inputs: RejectionInputs, u: int, outside_mass: float, outside_scale: float
+) -> int:
+    """Gumbel-max over the residual: on C_u its reweighted mass, elsewhere p_u * outside_scale
+    (whose best perturbed value the device computed)."""
+    best_token, best_value = -1, -math.inf
+    if outside_mass > 0.0 and inputs.outside_value[u] > -math.inf:
+        best_token, best_value = inputs.outside_token[u], inputs.outside_value[u] + math.log(outside_scale)
+    for x, g in zip(inputs.candidates[u], inputs.g[u], strict=True):
+        mass = residual.get(x, 0.0)
+        if mass > 0.0 and math.log(mass) + g > best_value:
+            best_token, best_value = x, math.log(mass) + g
+    if best_token < 0:  # numerically empty residual: fall back to the most likely candidate
+        best_token = max(inputs.candidates[u], key=lambda x: residual.get(x, 0.0))
+    return best_token
