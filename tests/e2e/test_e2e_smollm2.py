@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 
 from goose.engine.decode import generate
 from goose.engine.drafter import ARDrafter
+from goose.engine.sampling import SamplingParams
 from tests.conftest import ROOT, bench_prompts
 
 TREE_METHODS = ("tr", "iso3", "iso5", "eagle2", "goose")
@@ -26,14 +27,17 @@ def drafter(method: str):
     return instantiate(cfg.method.drafter, _convert_="all")
 
 
-def assert_lossless(smollm2, method: str, bench: str, limit: int, max_new: int) -> list[float]:
+def assert_lossless(
+    smollm2, method: str, bench: str, limit: int, max_new: int, sampling: SamplingParams | None = None
+) -> list[float]:
+    """Every prompt's output equals AR's (at temperature > 0: AR's sample with the same seed)."""
     loaded, engine = smollm2
     taus = []
     d = drafter(method)  # one drafter across prompts, as in a run (TR's table persists)
-    for p in bench_prompts(bench, limit):
+    for i, p in enumerate(bench_prompts(bench, limit)):
         ids = loaded.tokenizer(p.text).input_ids
-        ref = generate(engine, ARDrafter(), ids, max_new)
-        got = generate(engine, d, ids, max_new)
+        ref = generate(engine, ARDrafter(), ids, max_new, sampling=sampling, seed=i)
+        got = generate(engine, d, ids, max_new, sampling=sampling, seed=i)
         assert got.output_ids == ref.output_ids, f"{method} differs from AR on {bench} {p.prompt_id}"
         assert got.forward_calls <= ref.forward_calls
         taus.append(got.tau)
@@ -51,11 +55,31 @@ def test_goose_identical_to_ar_smoke(smollm2):
     assert max(taus) > 1.0  # the drafts are accepted at least sometimes
 
 
+def test_goose_sampling_identical_to_ar_sampling_smoke(smollm2):
+    """T = 0.7: sample-and-match commits AR's sample with the same seed, in fp32 token for token."""
+    taus = assert_lossless(smollm2, "goose", "humaneval", limit=2, max_new=48, sampling=SamplingParams(0.7))
+    assert max(taus) > 1.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ("pld", *TREE_METHODS))
 @pytest.mark.parametrize("bench", ["humaneval", "gsm8k", "mtbench", "mbpp"])
 def test_methods_identical_to_ar(smollm2, method, bench):
     assert_lossless(smollm2, method, bench, limit=4, max_new=96)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ("pld", *TREE_METHODS))
+@pytest.mark.parametrize("temperature", [0.7, 1.0])
+def test_methods_identical_to_ar_sampling(smollm2, method, temperature):
+    """Deterministic drafts at T > 0: AR's sample token for token. (STAND samples its drafts: it
+    is exact in distribution, tests/engine/test_sampling_exactness.py, and identical at T = 0.)"""
+    assert_lossless(smollm2, method, "humaneval", limit=3, max_new=64, sampling=SamplingParams(temperature))
+
+
+@pytest.mark.slow
+def test_stand_greedy_identical_to_ar(smollm2):
+    assert_lossless(smollm2, "stand", "gsm8k", limit=3, max_new=96)
 
 
 def test_run_py_writes_rows_with_every_field(tmp_path):

@@ -156,6 +156,12 @@ def test_drafter_configs_are_unchanged_by_validation():
         (["model.dtype=float64"], ["model.dtype = 'float64'", "float32, float16, bfloat16"]),
         (["model.attn_implementation=flash_attention_2"], ["model.attn_implementation", "sdpa, eager"]),
         (["bench.source=web"], ["bench.source = 'web'", "auto, hub, local, file"]),
+        (["sampling.temperature=-0.5"], ["sampling.temperature = -0.5", ">= 0.0"]),
+        (["sampling.temperature=0.7", "sampling.top_p=0"], ["sampling.top_p = 0", "(0, 1]"]),
+        (["sampling.top_p=1.5"], ["sampling.top_p = 1.5", "[0.0, 1.0]"]),
+        (["sampling.top_k=-1"], ["sampling.top_k = -1", ">= 0"]),
+        (["sampling.num_samples=0"], ["sampling.num_samples = 0", ">= 1"]),
+        (["+sampling.temprature=1"], ["sampling.temprature = 1", "unknown key", "temperature"]),
         (["+bench.nosuch=1"], ["bench.nosuch = 1", "unknown key", "limit"]),
         (["+nosuch=1"], ["nosuch = 1", "unknown key", "max_new_tokens"]),
         (
@@ -187,6 +193,8 @@ def test_run_job_refuses_before_loading_anything(monkeypatch, overrides, expecte
         ("bench.nosuch=1", ["nosuch", "BenchSchema"]),
         ("model.nosuch=1", ["nosuch", "ModelSchema"]),
         ("model.quick_limit=ten", ["'ten'", "model.quick_limit"]),
+        ("sampling.temperature=hot", ["'hot'", "sampling.temperature"]),
+        ("sampling.temprature=1", ["temprature", "SamplingSchema"]),
     ],
 )
 def test_schema_refuses_at_composition(override, expected):
