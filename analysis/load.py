@@ -31,8 +31,18 @@ from goose.method.config import GooseConfig
 from goose.records.metrics import cell_summary, per_prompt_speedups
 from goose.records.results import CELL_DEFAULTS, CELL_FIELDS, cell_key, config_hash, read_rows
 
-CELL_KEYS = ["model", "bench", "method", "config_hash", "max_new_tokens", "dtype", "chat_template"]
-SETTING_KEYS = ["model", "bench", "max_new_tokens", "dtype", "chat_template"]
+SAMPLING_KEYS = ["temperature", "top_p", "top_k"]
+CELL_KEYS = [
+    "model",
+    "bench",
+    "method",
+    "config_hash",
+    "max_new_tokens",
+    "dtype",
+    "chat_template",
+    *SAMPLING_KEYS,
+]
+SETTING_KEYS = ["model", "bench", "max_new_tokens", "dtype", "chat_template", *SAMPLING_KEYS]
 
 BENCH_ORDER = list(PAPER_BENCHMARKS)
 BENCH_NAMES = {
@@ -62,6 +72,7 @@ MAIN_METHODS = PAPER_METHODS[:-1] + BEYOND_METHODS + ["goose"]
 ISO_METHODS = ["iso3", "iso5", "iso3_beff", "iso5_beff"]
 ABLATIONS = ["goose_no_spine_branches", "goose_no_bigram", "goose_no_consensus", "goose_no_prefill"]
 LIKE_FOR_LIKE = ["tr_per_prompt", "goose_persistent"]  # TR / Goose with the other's table lifetime
+SAMPLING_METHODS = ["ar", "pld", "tr", "eagle2", "goose", "stand"]  # the sampling grid (cpu_sampling)
 METHOD_ORDER = (
     MAIN_METHODS[:-1] + ["suffix_global", "iso3_beff", "iso5_beff", "goose"] + ABLATIONS + LIKE_FOR_LIKE
 )
@@ -79,6 +90,7 @@ METHOD_NAMES = {
     "suffix": "SuffixDecoding",
     "suffix_global": "SuffixDecoding (+global tree)",
     "goose": "Goose",
+    "stand": "STAND",
     "goose_no_spine_branches": "Goose w/o spine branches",
     "goose_no_bigram": "Goose w/o bigram",
     "goose_no_consensus": "Goose w/o consensus bypass",
@@ -148,7 +160,8 @@ def _read(results: str | Path | Iterable[str | Path]) -> tuple[pd.DataFrame, pd.
             for s in ("spine", "branch"):
                 r[f"{kind}_{s}"] = r[kind][s]
         r.setdefault("experiment", None)
-        r.setdefault("chat_template", CELL_DEFAULTS["chat_template"])  # rows from before the field: raw
+        for f in ("chat_template", *SAMPLING_KEYS, "sample_seed"):  # rows from before the field: raw, greedy
+            r.setdefault(f, CELL_DEFAULTS[f])
         r.setdefault("method_config", {})
         hw = r.get("hardware") or {}
         r["device"] = hw.get("gpu") or (
@@ -261,7 +274,7 @@ def _ar_rows(df: pd.DataFrame) -> dict[tuple, list[dict[str, Any]]]:
     ar = df[df["method"] == "ar"]
     out: dict[tuple, list[dict[str, Any]]] = {}
     for key, g in ar.groupby(SETTING_KEYS, sort=False, dropna=False):
-        out[key] = list(g.drop_duplicates("prompt_id").to_dict("records"))
+        out[key] = list(g.drop_duplicates(["prompt_id", "sample_seed"]).to_dict("records"))
     return out
 
 
@@ -323,6 +336,7 @@ class Results:
     failed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CELL_FIELDS) + ["error"]))
     source: str = ""
     chat_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # prompts in the chat template
+    sampled_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # temperature > 0 (raw prompts)
 
     def reference(self, methods: Iterable[str] | None = None) -> pd.DataFrame:
         """Rows of the methods' reference configs (the main-grid cells), optionally only `methods`."""
@@ -353,16 +367,19 @@ class Results:
 def load(results: str | Path) -> Results:
     """The usable rows, the failed ones and the source directory, for the scripts.
 
-    `rows` holds the paper's setting, raw prompts (chat_template false); rows whose prompts were
-    put in a chat template are kept apart in `chat_rows`, so that no figure mixes the two prompt
-    forms (analysis/chat_template.py compares them)."""
+    `rows` holds the paper's setting, greedy decoding of raw prompts (chat_template false,
+    temperature 0); rows whose prompts were put in a chat template are kept apart in `chat_rows`
+    and sampled rows (temperature > 0) in `sampled_rows`, so that no figure mixes prompt forms or
+    decoding modes (analysis/chat_template.py and analysis/sampling.py compare them)."""
     rows, failed = _read(results)
-    chat = rows["chat_template"].astype(bool) if "chat_template" in rows else None
-    if chat is None or not chat.any():
+    if rows.empty:
         return Results(rows=rows, failed=failed, source=str(results))
+    chat = rows["chat_template"].astype(bool)
+    sampled = rows["temperature"].astype(float) > 0.0
     return Results(
-        rows=rows[~chat].reset_index(drop=True),
+        rows=rows[~chat & ~sampled].reset_index(drop=True),
         failed=failed,
         source=str(results),
         chat_rows=rows[chat].reset_index(drop=True),
+        sampled_rows=rows[sampled & ~chat].reset_index(drop=True),
     )

@@ -27,6 +27,7 @@ from analysis import (
     non_degradation,
     opt_tree,
     reproduction,
+    sampling,
     sensitivity,
     tau_decomposition,
     time_split,
@@ -48,6 +49,7 @@ SCRIPTS = [
     chat_template,
     non_degradation,
     opt_tree,
+    sampling,
 ]
 
 

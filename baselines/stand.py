@@ -87,9 +87,7 @@ class NgramDistributionTable:
         return None
 
 
-def proposal(
-    logits: Sequence[float], temperature: float, top_k: int = 0, top_p: float = 1.0
-) -> list[float]:
+def proposal(logits: Sequence[float], temperature: float, top_k: int = 0, top_p: float = 1.0) -> list[float]:
     """q over the stored tokens (given in descending logit order): softmax(logits / T), top-k and
     top-p as the target's warp, renormalised; T = 0 scores with T = 1."""
     t = temperature if temperature > 0 else 1.0
@@ -145,13 +143,17 @@ class StandDrafter(Drafter):
         name: str = "stand",
     ) -> None:
         super().__init__(name=name)
-        self.budget = check_int("StandDrafter.budget", budget, low=2, why="B, the anchor plus at least one node")
+        self.budget = check_int(
+            "StandDrafter.budget", budget, low=2, why="B, the anchor plus at least one node"
+        )
         self.max_depth = check_int("StandDrafter.max_depth", max_depth, low=1)
         self.max_children = check_int("StandDrafter.max_children", max_children, low=1)
         self.k = check_int("StandDrafter.k", k, low=1)
         self.max_order = check_int("StandDrafter.max_order", max_order, low=1, why="longest n-gram key")
         if max_children > k:
-            raise ValueError(f"StandDrafter.max_children = {max_children}: must be <= k = {k} (tokens stored per n-gram)")
+            raise ValueError(
+                f"StandDrafter.max_children = {max_children}: must be <= k = {k} (tokens stored per n-gram)"
+            )
         self.prefill_harvest = check_bool("StandDrafter.prefill_harvest", prefill_harvest)
         self.persistent_table = check_bool("StandDrafter.persistent_table", persistent_table)
         self.table: NgramDistributionTable | None = None

@@ -73,7 +73,9 @@ class SamplingParams:
         check_float("sampling.temperature", self.temperature, low=0.0, why="0 = greedy decoding")
         check_float("sampling.top_p", self.top_p, low=0.0, high=1.0, why="nucleus mass; 1 = off")
         if self.top_p <= 0.0:
-            raise ValueError(f"sampling.top_p = {self.top_p!r}: must be a number in (0, 1] (nucleus mass; 1 = off)")
+            raise ValueError(
+                f"sampling.top_p = {self.top_p!r}: must be a number in (0, 1] (nucleus mass; 1 = off)"
+            )
         check_int("sampling.top_k", self.top_k, low=0, why="0 = off")
 
     @property

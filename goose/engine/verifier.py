@@ -459,7 +459,9 @@ class VerificationEngine:
 
     def _raise_if_non_finite(self, flags: Sequence[float]) -> None:
         if 0 in flags:
-            raise self._non_finite(f"verification step {self.steps}", [i for i, ok in enumerate(flags) if not ok])
+            raise self._non_finite(
+                f"verification step {self.steps}", [i for i, ok in enumerate(flags) if not ok]
+            )
 
     def truncate(self, prefix_len: int) -> None:
         """Roll the sequence back to its first `prefix_len` cached tokens (used by calibration)."""

@@ -164,7 +164,9 @@ class SamplingSchema:
     temperature: float = _checked(0.0, partial(check_float, low=0.0, why="0 = greedy decoding"))
     top_p: float = _checked(1.0, _check_top_p)
     top_k: int = _checked(0, partial(check_int, low=0, why="0 = off"))
-    seed: int = _checked(0, partial(check_int, low=0, why="the run's seed; sample i uses a seed derived from it"))
+    seed: int = _checked(
+        0, partial(check_int, low=0, why="the run's seed; sample i uses a seed derived from it")
+    )
     num_samples: int = _checked(1, partial(check_int, low=1, why="samples per prompt (temperature > 0)"))
 
 

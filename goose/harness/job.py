@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from goose.engine.sampling import SamplingParams
 from goose.engine.verifier import VerificationEngine
 from goose.harness.compose import (  # UserError: re-exported for callers of run_job
     UserError,  # noqa: F401
@@ -24,7 +25,6 @@ from goose.harness.compose import (  # UserError: re-exported for callers of run
     effective_sizes,
     load_engine,
 )
-from goose.engine.sampling import SamplingParams
 from goose.harness.runner import Cell, SamplingPlan, run_cell
 from goose.records.metrics import cell_summary, format_table
 from goose.records.results import results_path

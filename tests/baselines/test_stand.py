@@ -10,9 +10,9 @@ from baselines.stand import NgramDistributionTable, StandDrafter, proposal
 from goose.engine.decode import generate
 from goose.engine.drafter import ARDrafter
 from goose.engine.sampling import SamplingParams
+from goose.engine.verifier import VerificationEngine
 from tests.tiny_models import tiny_model
 from tests.toy_harness import one_thread  # noqa: F401
-from goose.engine.verifier import VerificationEngine
 
 
 def _logits(rows: list[dict[int, float]], vocab: int = 10) -> torch.Tensor:
@@ -75,7 +75,10 @@ def test_sampled_tree_carries_its_proposals_and_children_come_from_them(engine):
 
 def test_same_seed_same_drafts_and_output(engine):
     params = SamplingParams(temperature=1.0)
-    runs = [generate(engine, StandDrafter(persistent_table=False), PROMPT, 24, sampling=params, seed=s) for s in (4, 4)]
+    runs = [
+        generate(engine, StandDrafter(persistent_table=False), PROMPT, 24, sampling=params, seed=s)
+        for s in (4, 4)
+    ]
     assert runs[0].output_ids == runs[1].output_ids
     assert runs[0].forward_calls == runs[1].forward_calls
 

@@ -197,7 +197,10 @@ def test_deterministic_drafts_reproduce_ar_sampling_token_for_token(engine):
 
 def test_seeds_decide_the_sample(engine):
     params = SamplingParams(temperature=1.0)
-    runs = [generate(engine, make_drafter("goose"), PROMPT, 16, sampling=params, seed=s).output_ids for s in (7, 7, 8)]
+    runs = [
+        generate(engine, make_drafter("goose"), PROMPT, 16, sampling=params, seed=s).output_ids
+        for s in (7, 7, 8)
+    ]
     assert runs[0] == runs[1]
     assert runs[0] != runs[2]
 
