@@ -468,3 +468,32 @@ def test_opt_tree_table_compares_tau_and_tree_shapes(grid, tmp_path):
     assert (r["spine_depth_opt_tree"], r["branch_nodes_opt_tree"], r["on_spine_opt_tree"]) == pytest.approx(
         (5.0, 40.0, 0.5)
     )
+
+
+def test_sampling_table_pairs_each_sample_with_its_ar_sample_and_keeps_greedy_rows_apart(tmp_path):
+    """Sampled rows (temperature > 0) never enter the greedy tables; their speedup uses the AR
+    row of the same prompt and seed; τ against temperature includes the greedy cells (T = 0)."""
+    from analysis import sampling
+
+    rows = []
+    for p in ("a", "b"):
+        rows += [row("ar", p, 64, 64, 4.0), row("pld", p, 64, 32, 2.0), row("tr", p, 64, 32, 2.0)]
+        rows.append(row("goose", p, 64, 16, 1.0))
+        for seed, ar_wall in ((11, 4.0), (12, 8.0)):  # two samples of each prompt
+            sampled = {"temperature": 0.7, "top_p": 1.0, "top_k": 0, "sample_seed": seed, "sample_idx": seed - 11}
+            rows.append(row("ar", p, 64, 64, ar_wall, **sampled))
+            rows.append(row("pld", p, 64, 40, ar_wall / 2, **sampled))
+            rows.append(row("tr", p, 64, 48, ar_wall / 2, **sampled))
+            rows.append(row("goose", p, 64, 32, ar_wall / 4, **sampled))
+    res = load(write(tmp_path, rows))
+    assert (res.rows["temperature"] == 0.0).all() and len(res.sampled_rows) == 16
+    main = cells(res.reference(["goose"]))
+    assert main.loc[0, "tau"] == pytest.approx(4.0)  # greedy cell only
+    out = sampling.build(res, tmp_path / "fig")
+    table = (tmp_path / "fig" / "sampling.md").read_text()
+    # Goose at T = 0.7: τ 128/64 = 2.0, speedup 4x against each sample's own AR row
+    assert "| HumanEval | 0.7 | Goose | 4 | 2.00 | 4.00 | 1.00 |" in table
+    assert "| HumanEval | 0 | Goose | 2 | 4.00 |" in table
+    advantage = (tmp_path / "fig" / "sampling_goose_advantage.md").read_text()
+    assert "| HumanEval | 0.7 | 2.00 | 1.60 | +25.0% |" in advantage  # max(PLD 1.6, TR 1.33)
+    assert any(f.name == "sampling_tau_vs_temperature.png" for f in out.files)
