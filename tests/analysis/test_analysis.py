@@ -166,6 +166,9 @@ def grid_rows():
             )
             rows.append(row("ar", p, 60, 60, 6.0, bench, chat_template=True))
             rows.append(row("goose", p, 60, 30, 3.0, bench, chat_template=True))
+            sampled = {"temperature": 0.7, "top_p": 1.0, "top_k": 0, "sample_seed": 5, "sample_idx": 0}
+            for method, calls in (("ar", 40), ("pld", 30), ("tr", 28), ("goose", 22)):
+                rows.append(row(method, p, 40, calls, calls / 10, bench, **sampled))
     return rows
 
 
@@ -345,6 +348,9 @@ EXPECTED = {
     "chat_template.md",
     "opt_tree_vs_goose.md",
     "opt_tree_vs_goose.png",
+    "sampling.md",
+    "sampling_goose_advantage.md",
+    "sampling_tau_vs_temperature.png",
 }
 
 
