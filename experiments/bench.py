@@ -49,6 +49,7 @@ import torch  # noqa: E402
 from goose.engine.auto_budget import wrap_auto_budget  # noqa: E402
 from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
 from goose.engine.decode import generate  # noqa: E402
+from goose.engine.hardware_limit import measure_floor  # noqa: E402
 from goose.engine.drafter import Drafter  # noqa: E402
 from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.benchmarks import PAPER_BENCHMARKS  # noqa: E402
@@ -256,6 +257,7 @@ def summarise(
             "forward_share": spread(forward_share),
             "prefill_share_of_wall": spread(prefill),
             "mean_tree_nodes": nodes / steps if steps else 0.0,
+            "steps_repeat1": sum(r0[i][n].steps for i in ok),
             "tau": gen / calls if calls else 0.0,
             "split_s_repeat1": {k: sum(r0[i][n].split[k] for i in ok) for k in r0[ok[0]][n].split}
             if ok
@@ -272,6 +274,34 @@ def summarise(
         "identical_to_engine_ar": identical,
         "overhead": overhead,
     }
+
+
+def floor_report(
+    engine: VerificationEngine, summary: dict[str, Any], prompts: list[BenchPrompt], max_new: int
+) -> dict[str, Any]:
+    """Each engine contender's mean verification step against its floor (goose.engine.hardware_limit:
+    weight + KV bytes at the measured bandwidth, or FLOPs at the measured matmul throughput, for
+    its mean tree size after the mean KV length of a step), so the figure means the same on any
+    machine. Measured after the timed rounds."""
+    floor = measure_floor(engine.model)
+    kv_len = round(sum(len(p.ids) for p in prompts) / len(prompts) + max_new / 2)
+    out: dict[str, Any] = {"floor": floor.as_dict(), "mean_kv_len": kv_len, "contenders": {}}
+    for name, o in summary["overhead"].items():
+        split = o["split_s_repeat1"]
+        n_steps = o.get("steps_repeat1")
+        if not n_steps or not split:
+            continue
+        step = split.get("forward_s", 0.0) / n_steps
+        n = max(1, round(o["mean_tree_nodes"]))
+        bound = floor.seconds(n, kv_len)
+        out["contenders"][name] = {
+            "mean_tree_nodes": o["mean_tree_nodes"],
+            "forward_ms": 1e3 * step,
+            "floor_ms": 1e3 * bound,
+            "times_floor": step / bound,
+            "bound_by": floor.bound(n, kv_len),
+        }
+    return out
 
 
 def print_summary(summary: dict[str, Any], header: str) -> None:
@@ -326,6 +356,19 @@ def print_summary(summary: dict[str, Any], header: str) -> None:
         unstable = ident.get("engine:ar across repeats", {}).get("unstable_prompts")
         if unstable:
             print(f"  engine:ar differs between repeats on: {unstable}")
+    floor = summary.get("hardware_floor")
+    if floor:
+        f = floor["floor"]
+        print(
+            f"hardware floor (bandwidth {f['bandwidth_gb_s']:.1f} GB/s, matmul {f['matmul_gflop_s']:.0f} GFLOP/s, "
+            f"weights {f['weight_bytes'] / 1e6:.0f} MB, mean KV length {floor['mean_kv_len']}): "
+            "verification forward per step vs its floor"
+        )
+        for n, c in floor["contenders"].items():
+            print(
+                f"  {n:22s} {c['forward_ms']:.1f} ms vs floor {c['floor_ms']:.1f} ms "
+                f"({c['times_floor']:.2f}x, {c['bound_by']}-bound, mean tree {c['mean_tree_nodes']:.1f})"
+            )
 
 
 # ------------------------------------------------------------------------------------ driver
@@ -437,6 +480,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"repeat {rep + 1}/{args.repeats} ({time.perf_counter() - t_rep:.0f} s): tokens/s {line}")
 
     summary = summarise(names, prompts, runs)
+    summary["hardware_floor"] = floor_report(engine, summary, prompts, args.max_new_tokens)
     header = (
         f"model={args.model} dtype={str(loaded.dtype).replace('torch.', '')} device={engine.device} "
         f"threads={torch.get_num_threads()} benches={args.benches} prompts/bench<={args.limit} "

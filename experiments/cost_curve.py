@@ -5,6 +5,9 @@ n = 1, 2, 4, ..., 128 nodes after a KV cache of --kv-len tokens) for each dtype 
 <out-dir>/<name>.png and .pdf (latency in ms, and relative to a one-token step), <name>.csv (one
 row per dtype and size, with every sample) and <name>.json (the latency tables and the
 environment; `LatencyTable.from_dict` reads each table back, e.g. for `bench.py --latency`).
+Each size is also reported as a multiple of its hardware floor (goose.engine.hardware_limit: the
+larger of weight + KV bytes / measured bandwidth and FLOPs / measured matmul throughput), so the
+curve means the same on any machine.
 
     python -m experiments.cost_curve --threads 2 --dtypes float32,bfloat16
 """
@@ -20,6 +23,7 @@ import torch
 
 from experiments.bench import model_and_engine
 from goose.engine.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
+from goose.engine.hardware_limit import StepFloor, measure_floor
 from goose.harness.runner import environment
 
 
@@ -71,6 +75,7 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tables: dict[str, LatencyTable] = {}
+    floors: dict[str, StepFloor] = {}
     device = "cpu"
     for dtype in [d for d in args.dtypes.split(",") if d]:
         loaded, engine = model_and_engine(args.model, dtype)
@@ -82,24 +87,42 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
             repeats=args.repeats,
             update_topk=args.update_topk or None,
         )
+        floors[dtype] = floor = measure_floor(engine.model)
+        table.meta["floor"] = floor.as_dict()
+        table.meta["floor_s"] = [floor.seconds(n, args.kv_len) for n in table.sizes]
         print(
             f"{dtype}: "
             + ", ".join(
-                f"n={n} {s * 1e3:.1f} ms ({r:.2f}x)"
-                for n, s, r in zip(table.sizes, table.seconds, table.relative(), strict=True)
+                f"n={n} {s * 1e3:.1f} ms ({r:.2f}x; {s / f:.2f}x its floor {f * 1e3:.1f} ms)"
+                for n, s, r, f in zip(table.sizes, table.seconds, table.relative(), table.meta["floor_s"], strict=True)
             )
+        )
+        print(
+            f"  floor: bandwidth {floor.bandwidth / 1e9:.1f} GB/s, matmul {floor.matmul_flops / 1e9:.0f} GFLOP/s, "
+            f"weights {floor.weight_bytes / 1e6:.0f} MB"
         )
         del engine, loaded
     stem = out_dir / args.name
     with stem.with_suffix(".csv").open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["dtype", "n", "median_s", "relative_to_n1", "raw_median_s", "samples_s"])
+        w.writerow(
+            ["dtype", "n", "median_s", "relative_to_n1", "floor_s", "times_floor", "raw_median_s", "samples_s"]
+        )
         for dtype, t in tables.items():
-            for n, s, r, raw, samples in zip(
-                t.sizes, t.seconds, t.relative(), t.meta["raw_medians"], t.samples, strict=True
+            for n, s, r, f, raw, samples in zip(
+                t.sizes, t.seconds, t.relative(), t.meta["floor_s"], t.meta["raw_medians"], t.samples, strict=True
             ):
                 w.writerow(
-                    [dtype, n, f"{s:.6f}", f"{r:.4f}", f"{raw:.6f}", " ".join(f"{x:.6f}" for x in samples)]
+                    [
+                        dtype,
+                        n,
+                        f"{s:.6f}",
+                        f"{r:.4f}",
+                        f"{f:.6f}",
+                        f"{s / f:.3f}",
+                        f"{raw:.6f}",
+                        " ".join(f"{x:.6f}" for x in samples),
+                    ]
                 )
     env = environment()
     stem.with_suffix(".json").write_text(

@@ -67,6 +67,14 @@ PRESETS: dict[str, tuple] = {
         128,
     ),
     "cpu_chat_template": (["smollm2-135m"], ["mtbench"], ["ar", "goose"], "chat_template", 20, 128),
+    "cpu_sampling": (
+        ["smollm2-135m"],
+        ["humaneval", "gsm8k", "mtbench"],
+        ["ar", "pld", "tr", "eagle2", "goose", "stand"],
+        "temperature",
+        20,
+        128,
+    ),
     "iso_control": (["llama3-8b", "qwen3-8b"], PAPER_BENCHES, ISO, None, None, None),
     "cpu_iso_control": (["smollm2-135m"], CPU3, ISO, None, 10, 128),
     "ablations": (PAPER_MODELS, PAPER_BENCHES, ABLATIONS, None, None, None),
@@ -122,9 +130,10 @@ def test_preset_composes_and_sweeps_the_grid(name):
         assert list(params) == [_swept_key(swept)]  # one swept setting per preset
 
 
-OTHER_SWEEPS = {
-    "chat_template": ("bench.chat_template", [False, True])
-}  # swept settings, not hyperparameters
+OTHER_SWEEPS = {  # swept settings, not hyperparameters
+    "chat_template": ("bench.chat_template", [False, True]),
+    "temperature": ("sampling.temperature", [0.7, 1.0, 0.3, 0.0]),
+}
 
 
 def _swept_key(swept: str) -> str:

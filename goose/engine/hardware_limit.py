@@ -1,0 +1,162 @@
+"""The hardware limit of a verification step: its *floor*, so that a step time means the same on
+any machine.
+
+A forward over n tree nodes after a KV cache of L tokens must at least
+- read every weight once and the KV cache once: bytes = weight bytes + KV bytes(L), at the
+  machine's measured memory bandwidth (`measure_bandwidth`: a reduction over a 1 GiB tensor,
+  median of repeats), and
+- do its matrix products: FLOPs ≈ 2 · n · (matmul parameters) + 4 · n · L · layers · q_heads ·
+  head_dim (scores and values), at the measured matrix-multiply throughput of the model's dtype
+  (`measure_matmul_flops`: a [64, K] × [K, N] product shaped like the model's MLP).
+
+floor(n) = max(bytes / bandwidth, FLOPs / throughput) (`StepFloor`); a step time is reported as a
+multiple of it. Weight bytes count each parameter storage once (tied input embedding and LM head:
+the LM head reads the whole matrix, the embedding lookup only n rows, so the storage is counted
+once); matmul parameters are every 2-D weight except the input embedding (looked up, not
+multiplied) unless it is tied to the LM head. Sources of error, all making the floor optimistic:
+caches are ignored (a 135M model does not fit in the last-level cache of the machines here),
+element-wise work and attention's softmax are left out.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+
+def measure_bandwidth(device: torch.device | str = "cpu", gib: float = 1.0, repeats: int = 5) -> float:
+    """Bytes per second of a streaming read: `sum` over a `gib`-GiB fp32 tensor (median)."""
+    n = int(gib * (1 << 30)) // 4
+    x = torch.ones(n, dtype=torch.float32, device=device)
+    x.sum()  # warm-up (page faults, thread pool)
+    times = []
+    for _ in range(repeats):
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        x.sum().item()
+        times.append(time.perf_counter() - t0)
+    del x
+    return n * 4 / statistics.median(times)
+
+
+def measure_matmul_flops(
+    dtype: torch.dtype, k: int, n: int, m: int = 64, device: torch.device | str = "cpu", repeats: int = 7
+) -> float:
+    """FLOP/s of an [m, k] × [k, n] product in `dtype` (median over repeats)."""
+    a = torch.randn(m, k, device=device).to(dtype)
+    b = torch.randn(k, n, device=device).to(dtype)
+    a @ b
+    reps = max(1, int(2e8 // (2 * m * k * n)))  # ~0.2 GFLOP per timing
+    times = []
+    for _ in range(repeats):
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append((time.perf_counter() - t0) / reps)
+    return 2.0 * m * k * n / statistics.median(times)
+
+
+def _text_config(model: torch.nn.Module):
+    cfg = model.config
+    return cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the model's parameters, each storage counted once (tied weights)."""
+    seen: set[int] = set()
+    total = 0
+    for p in model.parameters():
+        ptr = p.untyped_storage().data_ptr()
+        if ptr not in seen:
+            seen.add(ptr)
+            total += p.untyped_storage().nbytes()
+    return total
+
+
+def matmul_parameters(model: torch.nn.Module) -> int:
+    """Parameters that take part in matrix products per token (2-D weights; the input embedding
+    only when it is the LM head too)."""
+    emb = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    tied = head is not None and head.weight.untyped_storage().data_ptr() == emb.untyped_storage().data_ptr()
+    total, seen = 0, set()
+    for p in model.parameters():
+        ptr = p.untyped_storage().data_ptr()
+        if p.dim() != 2 or ptr in seen:
+            continue
+        seen.add(ptr)
+        if p is emb and not tied:
+            continue
+        total += p.numel()
+    return total
+
+
+@dataclass(frozen=True)
+class StepFloor:
+    """floor(n, L) of a verification step of this model on this machine (module docstring)."""
+
+    weight_bytes: int
+    matmul_params: int
+    kv_bytes_per_token: int  # K and V of every layer for one cached token
+    attention_flops_per_pair: int  # 4 · layers · q_heads · head_dim: scores + values per (query, key)
+    bandwidth: float  # bytes / s
+    matmul_flops: float  # FLOP / s
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, bandwidth: float, matmul_flops: float) -> StepFloor:
+        cfg = _text_config(model)
+        heads = int(cfg.num_attention_heads)
+        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        layers = int(cfg.num_hidden_layers)
+        itemsize = next(model.parameters()).element_size()
+        return cls(
+            weight_bytes=weight_bytes(model),
+            matmul_params=matmul_parameters(model),
+            kv_bytes_per_token=2 * layers * kv_heads * head_dim * itemsize,
+            attention_flops_per_pair=4 * layers * heads * head_dim,
+            bandwidth=bandwidth,
+            matmul_flops=matmul_flops,
+        )
+
+    def bytes(self, kv_len: int) -> int:
+        return self.weight_bytes + self.kv_bytes_per_token * kv_len
+
+    def flops(self, n: int, kv_len: int) -> float:
+        return 2.0 * n * self.matmul_params + self.attention_flops_per_pair * n * (kv_len + n)
+
+    def seconds(self, n: int, kv_len: int) -> float:
+        """The floor of a step over n nodes after kv_len cached tokens."""
+        return max(self.bytes(kv_len) / self.bandwidth, self.flops(n, kv_len) / self.matmul_flops)
+
+    def bound(self, n: int, kv_len: int) -> str:
+        """Which resource sets the floor: "memory" or "compute"."""
+        return "memory" if self.bytes(kv_len) / self.bandwidth >= self.flops(n, kv_len) / self.matmul_flops else "compute"
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "weight_bytes": self.weight_bytes,
+            "matmul_params": self.matmul_params,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "bandwidth_gb_s": self.bandwidth / 1e9,
+            "matmul_gflop_s": self.matmul_flops / 1e9,
+        }
+
+
+def measure_floor(model: torch.nn.Module, repeats: int = 5) -> StepFloor:
+    """Measure this machine's bandwidth and the model dtype's matmul throughput (an MLP-shaped
+    product) and return the model's `StepFloor`."""
+    cfg = _text_config(model)
+    first = next(model.parameters())
+    device, dtype = first.device, first.dtype
+    bandwidth = measure_bandwidth(device, repeats=repeats)
+    flops = measure_matmul_flops(dtype, int(cfg.hidden_size), int(cfg.intermediate_size), device=device)
+    return StepFloor.of(model, bandwidth, flops)
