@@ -19,7 +19,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-all lint figures bench cost-curve reference clean-scratch
+.PHONY: install assets test test-all lint figures bench bench-sampling cost-curve reference clean-scratch
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -45,6 +45,16 @@ figures:  ## every figure and table of the paper from what is in $(RESULTS)
 bench:  ## wall-clock, side by side in one process: engine AR / Goose (fixed, auto) / transformers generate
 	$(PYTHON) -m experiments.bench --threads $(THREADS) --dtype $(BENCH_DTYPE) $(BENCH_ARGS) \
 		--out $(FIGURES)/bench_$(BENCH_DTYPE).json
+
+SAMPLING_TEMPERATURES ?= 0.7 1.0
+SAMPLING_METHODS ?= pld,tr,eagle2,goose,stand,goose:auto,stand:auto
+
+bench-sampling:  ## the same side-by-side protocol at temperature > 0 (every contender samples; same seeds)
+	for t in $(SAMPLING_TEMPERATURES); do \
+		$(PYTHON) -m experiments.bench --threads $(THREADS) --dtype $(BENCH_DTYPE) $(BENCH_ARGS) \
+			--benches humaneval,gsm8k,mtbench --methods $(SAMPLING_METHODS) --temperature $$t \
+			--out $(FIGURES)/bench_sampling_T$${t}_$(BENCH_DTYPE).json || exit 1; \
+	done
 
 reference:  ## re-run (resume) the CPU presets into $(RESULTS)
 	for p in $(REFERENCE_PRESETS); do \

@@ -20,6 +20,12 @@ engine method's step time spent drafting and on bookkeeping (draft + walk/compac
 update, i.e. everything but the verification forward); how many outputs equal engine AR's
 (fp32 must be all; in bf16 mismatches are reported, with the first differing position).
 
+Sampling (`--temperature T`, `--top-p`, `--top-k`, `--seed`): every engine contender samples
+with the same settings and, per prompt, the same seed (derived from --seed and the prompt id), so
+deterministic drafters must reproduce engine:ar's sample token for token (the identity check
+holds at T > 0 too; STAND, which samples its drafts, is exact in distribution only); the
+transformers contenders sample too (`do_sample=True`, named hf:sample and hf:pld).
+
 For final numbers run it on a quiet machine (nothing else running; `--threads` = physical cores):
 
     python -m experiments.bench --threads 2 --dtype bfloat16 --out bench_bf16.json
@@ -49,8 +55,9 @@ import torch  # noqa: E402
 from goose.engine.auto_budget import wrap_auto_budget  # noqa: E402
 from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
 from goose.engine.decode import generate  # noqa: E402
-from goose.engine.hardware_limit import measure_floor  # noqa: E402
 from goose.engine.drafter import Drafter  # noqa: E402
+from goose.engine.hardware_limit import measure_floor  # noqa: E402
+from goose.engine.sampling import GREEDY, SamplingParams, derive_seed  # noqa: E402
 from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.benchmarks import PAPER_BENCHMARKS  # noqa: E402
 from goose.harness.chat import encode_prompt  # noqa: E402
@@ -129,19 +136,33 @@ class Run:
     tree_nodes: int = 0
 
 
-Contender = Callable[[list[int], int], Run]
+Contender = Callable[[list[int], int, int], Run]  # (prompt ids, max_new_tokens, seed)
 
 
-def hf_contender(model: Any, eos: list[int], **generate_kwargs: Any) -> Contender:
-    """transformers' generate, timed from before the call to after it (CUDA-synchronised)."""
+def hf_contender(
+    model: Any, eos: list[int], sampling: SamplingParams = GREEDY, **generate_kwargs: Any
+) -> Contender:
+    """transformers' generate, timed from before the call to after it (CUDA-synchronised); at
+    temperature > 0 it samples (do_sample, same temperature / top_p / top_k; torch's global seed
+    set from the prompt's seed, outside the timed region)."""
+    if not sampling.greedy:
+        generate_kwargs = {
+            **generate_kwargs,
+            "do_sample": True,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k or None,
+        }
+    else:
+        generate_kwargs = {"do_sample": False, **generate_kwargs}
 
-    def run(ids: list[int], max_new: int) -> Run:
+    def run(ids: list[int], max_new: int, seed: int = 0) -> Run:
         x = torch.tensor([ids], device=model.device)
+        torch.manual_seed(seed)
         t0 = sync_clock(model.device)
         out = model.generate(
             x,
             attention_mask=torch.ones_like(x),
-            do_sample=False,
             max_new_tokens=max_new,
             eos_token_id=eos,
             pad_token_id=eos[0],
@@ -153,11 +174,13 @@ def hf_contender(model: Any, eos: list[int], **generate_kwargs: Any) -> Contende
     return run
 
 
-def engine_contender(engine: VerificationEngine, drafter: Drafter) -> Contender:
+def engine_contender(
+    engine: VerificationEngine, drafter: Drafter, sampling: SamplingParams = GREEDY
+) -> Contender:
     """goose.engine.decode.generate with one drafter object across prompts (as in a run)."""
 
-    def run(ids: list[int], max_new: int) -> Run:
-        g = generate(engine, drafter, ids, max_new)
+    def run(ids: list[int], max_new: int, seed: int = 0) -> Run:
+        g = generate(engine, drafter, ids, max_new, sampling=sampling, seed=seed)
         return Run(
             g.output_ids, g.wall_time_s, g.time_split(), len(g.steps), sum(s.tree_size for s in g.steps)
         )
@@ -398,10 +421,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument("--latency", default=None, help="latency table JSON for :auto (default: calibrate now)")
     ap.add_argument("--calibration-repeats", type=int, default=5)
+    ap.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0 = greedy)")
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="per-prompt seeds are derived from it")
     ap.add_argument("--out", default=None, help="write everything measured as JSON here")
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.limit < 1 or args.max_new_tokens < 1:
         ap.error("--repeats, --limit and --max-new-tokens must be >= 1")
+    try:
+        args.sampling = SamplingParams(args.temperature, args.top_p, args.top_k)
+    except ValueError as exc:
+        ap.error(str(exc).replace("sampling.", "--").replace("_", "-"))
     return args
 
 
@@ -437,22 +468,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
         )
 
-    contenders: dict[str, Contender] = {REFERENCE: engine_contender(engine, method_factory("ar")())}
+    sampling = args.sampling
+    contenders: dict[str, Contender] = {REFERENCE: engine_contender(engine, method_factory("ar")(), sampling)}
     for m in methods:
         base = m.removesuffix(":auto")
         drafter = method_factory(base)()
         if m.endswith(":auto"):
             drafter = wrap_auto_budget(drafter, engine, latency=latency)
-        contenders[f"engine:{m}"] = engine_contender(engine, drafter)
+        contenders[f"engine:{m}"] = engine_contender(engine, drafter, sampling)
     hf_kwargs = {"greedy": {}, "pld": {"prompt_lookup_num_tokens": 10}}
     for h in [h for h in args.hf.split(",") if h]:
         if h not in hf_kwargs:
             raise SystemExit(f"unknown --hf contender {h!r}; choose from {', '.join(hf_kwargs)}")
-        contenders[f"hf:{h}"] = hf_contender(model, eos, **hf_kwargs[h])
+        name = "sample" if h == "greedy" and not sampling.greedy else h
+        contenders[f"hf:{name}"] = hf_contender(model, eos, sampling, **hf_kwargs[h])
     names = list(contenders)
 
     for fn in contenders.values():  # untimed warm-up of every code path
-        fn(prompts[0].ids[:64], 16)
+        fn(prompts[0].ids[:64], 16, 0)
 
     runs: list[list[dict[str, Run | None]]] = []
     errors: list[dict[str, str]] = []
@@ -465,7 +498,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             got: dict[str, Run | None] = {}
             for n in order:
                 try:
-                    got[n] = contenders[n](p.ids, args.max_new_tokens)
+                    got[n] = contenders[n](p.ids, args.max_new_tokens, derive_seed(args.seed, p.prompt_id))
                 except (RuntimeError, ValueError) as exc:  # a failed prompt is reported, not fatal
                     got[n] = None
                     errors.append({"repeat": rep, "prompt": p.prompt_id, "contender": n, "error": repr(exc)})
@@ -484,7 +517,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     header = (
         f"model={args.model} dtype={str(loaded.dtype).replace('torch.', '')} device={engine.device} "
         f"threads={torch.get_num_threads()} benches={args.benches} prompts/bench<={args.limit} "
-        f"max_new_tokens={args.max_new_tokens} repeats={args.repeats}"
+        f"max_new_tokens={args.max_new_tokens} repeats={args.repeats} "
+        f"sampling={'greedy' if sampling.greedy else sampling.as_dict()} seed={args.seed}"
     )
     print_summary(summary, header)
     record = {

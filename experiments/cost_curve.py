@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
             f"{dtype}: "
             + ", ".join(
                 f"n={n} {s * 1e3:.1f} ms ({r:.2f}x; {s / f:.2f}x its floor {f * 1e3:.1f} ms)"
-                for n, s, r, f in zip(table.sizes, table.seconds, table.relative(), table.meta["floor_s"], strict=True)
+                for n, s, r, f in zip(
+                    table.sizes, table.seconds, table.relative(), table.meta["floor_s"], strict=True
+                )
             )
         )
         print(
@@ -106,11 +108,26 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
     with stem.with_suffix(".csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(
-            ["dtype", "n", "median_s", "relative_to_n1", "floor_s", "times_floor", "raw_median_s", "samples_s"]
+            [
+                "dtype",
+                "n",
+                "median_s",
+                "relative_to_n1",
+                "floor_s",
+                "times_floor",
+                "raw_median_s",
+                "samples_s",
+            ]
         )
         for dtype, t in tables.items():
             for n, s, r, f, raw, samples in zip(
-                t.sizes, t.seconds, t.relative(), t.meta["floor_s"], t.meta["raw_medians"], t.samples, strict=True
+                t.sizes,
+                t.seconds,
+                t.relative(),
+                t.meta["floor_s"],
+                t.meta["raw_medians"],
+                t.samples,
+                strict=True,
             ):
                 w.writerow(
                     [

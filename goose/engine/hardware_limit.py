@@ -139,7 +139,11 @@ class StepFloor:
 
     def bound(self, n: int, kv_len: int) -> str:
         """Which resource sets the floor: "memory" or "compute"."""
-        return "memory" if self.bytes(kv_len) / self.bandwidth >= self.flops(n, kv_len) / self.matmul_flops else "compute"
+        return (
+            "memory"
+            if self.bytes(kv_len) / self.bandwidth >= self.flops(n, kv_len) / self.matmul_flops
+            else "compute"
+        )
 
     def as_dict(self) -> dict[str, float]:
         return {

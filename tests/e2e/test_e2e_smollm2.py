@@ -115,3 +115,21 @@ def test_run_py_writes_rows_with_every_field(tmp_path):
     proc2 = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc2.returncode == 0
     assert len((tmp_path / "smollm2-135m" / "humaneval.jsonl").read_text().splitlines()) == 4
+
+
+@pytest.mark.slow
+def test_bench_samples_side_by_side_and_reports_the_floor(tmp_path):
+    """`make bench` at T = 0.7: engine contenders sample with per-prompt seeds, a deterministic
+    drafter reproduces engine:ar's sample, and each step is reported against its hardware floor."""
+    from experiments import bench
+
+    record = bench.main(
+        ["--benches", "humaneval", "--limit", "1", "--max-new-tokens", "24", "--repeats", "1"]
+        + ["--methods", "pld", "--hf", "greedy", "--temperature", "0.7", "--threads", "1"]
+    )
+    summary = record["summary"]
+    assert summary["identical_to_engine_ar"]["engine:pld"]["identical"] == 1
+    assert "hf:sample" in summary["tokens_per_s"]
+    floor = summary["hardware_floor"]
+    assert floor["floor"]["bandwidth_gb_s"] > 0
+    assert floor["contenders"]["engine:ar"]["times_floor"] > 0.5
