@@ -4,6 +4,12 @@ Same branch source as Goose (per-prompt adjacency table with K successors, bigra
 harvest, min_score) and the same budget B, but no spine: breadth-first expansion from the anchor
 where every node takes its top-`branching` successors (k = 3 for iso3, 5 for iso5), down to depth
 D, until the tree holds B nodes (anchor included).
+
+`compat="authors"` follows the official implementation's isotropic control (goose/decoding.py and
+goose/tree.py `build_isotropic_tree` with `GooseConfig(topology="isotropic")`) wherever it differs
+(goose.method.compat): Goose's routing and confidence-dependent budget B_eff (a context matcher at
+Goose's defaults), no root bigram from tree cycles, float16 unigram scores, the whole tree verified
+on the last cycles.
 """
 
 from __future__ import annotations
@@ -14,8 +20,11 @@ from typing import Any
 import torch
 
 from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.tree import BRANCH, DraftTree
+from goose.engine.tree import BRANCH, SPINE, DraftTree
+from goose.method.compat import HARNESS, CompatRules, check_compat, rules_for
+from goose.method.config import GooseConfig
 from goose.sources.adjacency import AdjacencyTable
+from goose.sources.context_matcher import ContextMatcher
 from goose.validation import check_hyperparameters
 
 
@@ -47,6 +56,7 @@ class AdjacencyDrafter(Drafter):
         self.prefill_harvest = prefill_harvest
         self.table: AdjacencyTable | None = None
         self._prev_anchor: int | None = None
+        self.rules: CompatRules = HARNESS  # compat rules (goose.method.compat); subclasses may set them
 
     @property
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
@@ -56,8 +66,11 @@ class AdjacencyDrafter(Drafter):
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         super().begin(prompt_ids, prefill_logits)
         vocab = prefill_logits.shape[-1]
-        if self.table is None or self.table.vocab_size != vocab:
-            self.table = AdjacencyTable(vocab, self.k, use_scores=True, use_bigram=self.use_bigram)
+        half = self.rules.fp16_unigram_scores
+        if self.table is None or self.table.vocab_size != vocab or self.table.half_unigram_scores != half:
+            self.table = AdjacencyTable(
+                vocab, self.k, use_scores=True, use_bigram=self.use_bigram, half_unigram_scores=half
+            )
         else:
             self.table.reset()
         if self.prefill_harvest:
@@ -70,8 +83,13 @@ class AdjacencyDrafter(Drafter):
         return self.table.successors(token, prev if self.use_bigram else None, self.min_score)
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
+        """Every node's logits into the table; the root's bigram (previous anchor, anchor) too,
+        except from tree cycles without `rules.tree_root_bigram` (compat=authors)."""
         if self.table is not None:
-            self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, self._prev_anchor)
+            root_prev = self._prev_anchor
+            if not self.rules.tree_root_bigram and self.route == "tree":
+                root_prev = None
+            self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, root_prev)
 
 
 class IsotropicDrafter(AdjacencyDrafter):
@@ -80,6 +98,13 @@ class IsotropicDrafter(AdjacencyDrafter):
 
     `node_budget(committed)` returns the budget of this step (B by default); a subclass may
     override it, e.g. with Goose's confidence-dependent B_eff.
+
+    compat="authors" (goose.method.compat, `iso_goose_routing`): each cycle is routed as Goose's
+    (official goose/decoding.py `_Session._cycle`): a tree at B_eff = B + int(c * (100 - B)) of
+    the context match's confidence c when the anchor has adjacency successors, else the context
+    match verified as a plain chain ("chain"), else an AR step. The context matcher and confidence
+    schedule take Goose's defaults (goose.method.config.GooseConfig), as the official
+    `GooseConfig(topology="isotropic")` does.
     """
 
     def __init__(
@@ -91,15 +116,27 @@ class IsotropicDrafter(AdjacencyDrafter):
         min_score: float = 0.01,
         use_bigram: bool = True,
         prefill_harvest: bool = True,
+        compat: str = "harness",
     ) -> None:
         check_hyperparameters(type(self).__name__, branching=branching, max_depth=max_depth, budget=budget)
+        check_compat(type(self).__name__, compat)
         super().__init__(f"iso{branching}", k, min_score, use_bigram, prefill_harvest)
         self.branching = branching
         self.max_depth = max_depth
         self.budget = budget
+        self.compat = compat
+        self.rules = rules_for(compat)
+        goose = GooseConfig()  # the official isotropic control runs Goose's matcher at its defaults
+        self._goose = goose
+        self.matcher = ContextMatcher(goose.ngram_lengths, goose.max_chain)
+
+    @property
+    def verifies_full_tree(self) -> bool:  # type: ignore[override]
+        """compat=authors verifies the whole tree on the last cycles (goose.method.compat)."""
+        return not self.rules.cut_to_budget
 
     def config(self) -> dict[str, Any]:
-        return {
+        out = {
             "branching": self.branching,
             "max_depth": self.max_depth,
             "budget": self.budget,
@@ -108,6 +145,15 @@ class IsotropicDrafter(AdjacencyDrafter):
             "use_bigram": self.use_bigram,
             "prefill_harvest": self.prefill_harvest,
         }
+        if self.compat != "harness":  # the default is left out: earlier rows keep their config hash
+            out["compat"] = self.compat
+        return out
+
+    def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
+        super().begin(prompt_ids, prefill_logits)
+        if self.rules.iso_goose_routing:
+            self.matcher.reset()
+            self.matcher.append(prompt_ids)
 
     def node_budget(self, committed: list[int]) -> int:
         """B for this step, anchor included."""
@@ -132,9 +178,35 @@ class IsotropicDrafter(AdjacencyDrafter):
     def propose(self, committed: list[int]) -> DraftTree:
         anchor = committed[-1]
         self._prev_anchor = prev_of_anchor(committed)
+        if self.rules.iso_goose_routing:
+            return self._propose_goose_routed(anchor, committed)
         tree = self.build_tree(anchor, self._prev_anchor, self.node_budget(committed))
         if len(tree) < 2:
             self.route = "ar"
             return DraftTree.single(anchor)
         self.route = "tree"
         return tree
+
+    def _propose_goose_routed(self, anchor: int, committed: list[int]) -> DraftTree:
+        """Goose's routing with an isotropic tree at B_eff (compat=authors; official
+        goose/decoding.py `_Session._cycle` / `_speculate`, goose/tree.py `build_isotropic_tree`)."""
+        assert self.table is not None, "begin() must be called before propose()"
+        goose, rules = self._goose, self.rules
+        self.matcher.sync(committed)
+        found = self.matcher.match()
+        successors, _ = self.table.successors(anchor, self._prev_anchor if self.use_bigram else None)
+        if successors:
+            c = rules.confidence(len(found.chain), found.consensus, goose.long_match)
+            budget = rules.effective_budget(c, self.budget, goose.max_extended_chain)
+            tree = self.build_tree(anchor, self._prev_anchor, budget)
+            if len(tree) >= 2:
+                self.route = "tree"
+                self.count("b_eff_sum", budget)
+                return tree
+            self.route = "ar"
+            return DraftTree.single(anchor)
+        if found.chain:
+            self.route = "chain"
+            return DraftTree.chain(anchor, found.chain, SPINE)
+        self.route = "ar"
+        return DraftTree.single(anchor)

@@ -126,18 +126,27 @@ def chat_template_decision(cfg: DictConfig, spec: BenchmarkSpec, tokenizer: Any)
 _ENGINES: dict[str, tuple[LoadedModel, VerificationEngine]] = {}
 
 
+def engine_lean(cfg: DictConfig) -> bool | None:
+    """The engine's `lean` setting for this config: False (the `transformers` forward) under
+    `method.drafter.compat=authors`, whose numerics follow the official Goose code
+    (goose.method.compat, `lean_forward`); else None (lean wherever the model supports it)."""
+    return False if cfg.method.drafter.get("compat") == "authors" else None
+
+
 def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
     """The model of `cfg.model` and its verification engine, warmed up; cached per process (one
-    model in memory at a time), so that the jobs of a multirun in one process load it once."""
+    model in memory at a time), so that the jobs of a multirun in one process load it once. The
+    engine's forward is the lean one unless `engine_lean(cfg)` says otherwise."""
     spec = OmegaConf.to_container(cfg.model, resolve=True)
-    key = repr(sorted(spec.items()))
+    lean = engine_lean(cfg)
+    key = repr((sorted(spec.items()), lean))
     if key not in _ENGINES:
         _ENGINES.clear()
         try:
             loaded = load_model(**spec)
         except (ModelUnavailableError, ValueError) as exc:
             raise UserError(str(exc)) from None
-        engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
+        engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length, lean=lean)
         warm_up(engine, loaded.tokenizer(WARM_UP_TEXT).input_ids)
         _ENGINES[key] = (loaded, engine)
     return _ENGINES[key]

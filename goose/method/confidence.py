@@ -8,7 +8,7 @@ spine-ratio tier. All functions are pure except `SpineAcceptanceEMA`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 # The confidence schedule's constants (SPEC step 2; fixed in the paper, not swept).
 SHORT_MATCH_CEILING = 0.6  # c = 0.6 * len / long_match below long_match
@@ -87,18 +87,25 @@ def spine_ratio(
     return base + c * (1.0 - base)
 
 
-def spine_cap(b_eff: int, ratio: float) -> int:
+def spine_cap(
+    b_eff: int, ratio: float, *, floor: Callable[[float], int] = safe_floor, cap: bool = True
+) -> int:
     """Most spine nodes a tree of budget B_eff may hold: int(B_eff * ratio), at most B_eff - 1.
 
     The SPEC's int(B_eff * ratio) reaches B_eff at c = 1 (ratio = 1), which with the root would be
     B_eff + 1 nodes; capping at B_eff - 1 keeps every tree within its budget (root included).
+    `cap=False` (compat=authors, goose/tree.py `build_spine_tree`) leaves it uncapped; `floor` is
+    the int() used (goose.method.compat.CompatRules.floor).
     """
-    return max(0, min(safe_floor(b_eff * ratio), b_eff - 1))
+    n = floor(b_eff * ratio)
+    return max(0, min(n, b_eff - 1) if cap else n)
 
 
-def spine_length(chain_len: int, b_eff: int, ratio: float) -> int:
+def spine_length(
+    chain_len: int, b_eff: int, ratio: float, *, floor: Callable[[float], int] = safe_floor, cap: bool = True
+) -> int:
     """L = min(len(chain), int(B_eff * ratio)) (with the cap of `spine_cap`)."""
-    return min(chain_len, spine_cap(b_eff, ratio))
+    return min(chain_len, spine_cap(b_eff, ratio, floor=floor, cap=cap))
 
 
 class SpineAcceptanceEMA:

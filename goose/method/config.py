@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from goose.method.compat import check_compat
 from goose.validation import HYPERPARAMETERS, check_float_list, check_hyperparameters, check_int
 
 
@@ -43,6 +44,10 @@ class GooseConfig:
                                afresh): the like-for-like comparison with TR. Off by default, and
                                then left out of `as_dict`, so that the config hash of rows written
                                before the field existed does not change.
+    compat                     "harness" (this harness's Goose) or "authors" (the official
+                               implementation's choices wherever the two differ, point by point:
+                               goose.method.compat). Left out of `as_dict` at "harness", like
+                               persistent_table.
     """
 
     budget: int = 60
@@ -63,6 +68,7 @@ class GooseConfig:
     prefill_harvest: bool = True
     use_confidence: bool = True
     persistent_table: bool = False
+    compat: str = "harness"
 
     def __post_init__(self) -> None:
         # Hydra hands lists (ListConfig) for the tuple fields; the checks return plain tuples, so
@@ -91,6 +97,7 @@ class GooseConfig:
             length=2,
             nondecreasing=True,
         )
+        check_compat(owner, self.compat)
         object.__setattr__(self, "ngram_lengths", tuple(self.ngram_lengths))
         object.__setattr__(self, "spine_ratio_tiers", tiers)
         object.__setattr__(self, "spine_ratio_thresholds", thresholds)
@@ -100,6 +107,8 @@ class GooseConfig:
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
         if not self.persistent_table:
             del out["persistent_table"]  # the default: keep earlier rows' config hashes
+        if self.compat == "harness":
+            del out["compat"]  # likewise
         return out
 
     @classmethod

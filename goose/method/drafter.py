@@ -9,6 +9,9 @@ On the tree route with a chain, the confidence c of the match sets the chain ext
 the spine ratio (see goose.method.confidence). After verification (`observe`) every node's logits update
 the adjacency table (prev = parent token, the root's prev = committed[-2]) and a spine tree
 updates the spine-acceptance EMA a and the spine-continuation counters.
+
+`compat="authors"` follows the official implementation wherever it differs (goose.method.compat:
+`self.rules` holds one flag per difference; an experiment may replace it before `begin`).
 """
 
 from __future__ import annotations
@@ -20,13 +23,8 @@ import torch
 
 from goose.engine.drafter import Drafter, VerifyOutcome
 from goose.engine.tree import BRANCH, SPINE, DraftTree
-from goose.method.confidence import (
-    SpineAcceptanceEMA,
-    effective_budget,
-    extension_limit,
-    match_confidence,
-    spine_ratio,
-)
+from goose.method.compat import CompatRules, rules_for
+from goose.method.confidence import SpineAcceptanceEMA, spine_ratio
 from goose.method.config import GooseConfig
 from goose.method.spine_tree import build_spine_tree
 from goose.method.tree_shape import count_tree_shape
@@ -34,6 +32,7 @@ from goose.sources.adjacency import AdjacencyTable
 from goose.sources.context_matcher import ContextMatch, ContextMatcher
 
 ROUTES = ("spine_tree", "branch_tree", "chain", "ar")
+TREE_ROUTES = ("spine_tree", "branch_tree")
 
 
 class GooseDrafter(Drafter):
@@ -60,6 +59,7 @@ class GooseDrafter(Drafter):
     def __init__(self, name: str = "goose", **hyperparameters: Any) -> None:
         super().__init__(name=name)
         self.cfg = GooseConfig(**hyperparameters)
+        self.rules: CompatRules = rules_for(self.cfg.compat)
         self.matcher = ContextMatcher(self.cfg.ngram_lengths, self.cfg.max_chain)
         self.ema = SpineAcceptanceEMA(self.cfg.ema_alpha, self.cfg.ema_init)
         self.table: AdjacencyTable | None = None
@@ -85,6 +85,12 @@ class GooseDrafter(Drafter):
         """Only with `persistent_table` does anything outlive a prompt (the table)."""
         return self.cfg.persistent_table
 
+    @property
+    def verifies_full_tree(self) -> bool:  # type: ignore[override]
+        """compat=authors verifies the whole tree on the last cycles and cuts only the output
+        (goose.method.compat, `cut_to_budget`)."""
+        return not self.rules.cut_to_budget
+
     def run_state(self) -> Any:
         return copy.deepcopy(self.table) if self.cfg.persistent_table else None
 
@@ -97,8 +103,11 @@ class GooseDrafter(Drafter):
         is kept, as Token Recycling keeps it), context pool = the prompt, a = a_0."""
         super().begin(prompt_ids, prefill_logits)
         vocab = int(prefill_logits.shape[-1])
-        if self.table is None or self.table.vocab_size != vocab:
-            self.table = AdjacencyTable(vocab, self.cfg.k, use_scores=True, use_bigram=self.cfg.use_bigram)
+        half = self.rules.fp16_unigram_scores
+        if self.table is None or self.table.vocab_size != vocab or self.table.half_unigram_scores != half:
+            self.table = AdjacencyTable(
+                vocab, self.cfg.k, use_scores=True, use_bigram=self.cfg.use_bigram, half_unigram_scores=half
+            )
         elif not self.cfg.persistent_table:
             self.table.reset()
         if self.cfg.prefill_harvest:
@@ -138,21 +147,23 @@ class GooseDrafter(Drafter):
 
     def _build_tree(self, anchor: int, prev: int | None, found: ContextMatch) -> DraftTree:
         """Confidence-adaptive setup (SPEC step 5), then the spine tree (step 6)."""
-        cfg = self.cfg
+        cfg, rules = self.cfg, self.rules
         chain = found.chain
         c = 0.0
         if chain and cfg.use_confidence:
-            c = match_confidence(len(chain), found.consensus, cfg.long_match)
+            c = rules.confidence(len(chain), found.consensus, cfg.long_match)
             if c > cfg.chain_extension_threshold:
-                extended = self.matcher.extend_chain(
-                    chain, extension_limit(c, cfg.max_extended_chain), require_consensus=c >= 1.0
-                )
+                limit = rules.extension_limit(c, cfg.max_extended_chain)
+                if rules.cut_extension_at_limit:
+                    extended = self.matcher.extend_chain(chain, limit, require_consensus=c >= 1.0)
+                else:
+                    extended = self.matcher.extend_chain_whole(chain, limit, saturated=c >= 1.0)
                 if len(extended) > len(chain):
                     self.count("chain_extensions")
                     self.count("chain_extension_tokens", len(extended) - len(chain))
                 chain = extended
         self.confidence = c
-        b_eff = self.b_eff = effective_budget(c, cfg.budget, cfg.max_extended_chain)
+        b_eff = self.b_eff = rules.effective_budget(c, cfg.budget, cfg.max_extended_chain)
         ratio = spine_ratio(c, self.ema.value, cfg.spine_ratio_tiers, cfg.spine_ratio_thresholds)
         return build_spine_tree(
             self.table,
@@ -165,13 +176,20 @@ class GooseDrafter(Drafter):
             max_depth=cfg.max_depth,
             k=cfg.k,
             min_score=cfg.min_score,
+            rules=rules,
         )
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
-        """Adjacency update from every node; EMA and spine continuation after a spine tree."""
+        """Adjacency update from every node; EMA and spine continuation after a spine tree.
+
+        The root's bigram (previous anchor, anchor) is written on every route, or, without
+        `rules.tree_root_bigram` (compat=authors), only on the chain and AR routes."""
         if self.table is None:
             return
-        self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, self._prev_anchor)
+        root_prev = self._prev_anchor
+        if not self.rules.tree_root_bigram and self.route in TREE_ROUTES:
+            root_prev = None
+        self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, root_prev)
         count_tree_shape(self, tree)  # shape_* counters of the verified tree (goose.method.tree_shape)
         spine_nodes = tree.sources.count(SPINE)  # L of the verified tree (it may have been cut)
         if self.route != "spine_tree" or spine_nodes == 0:

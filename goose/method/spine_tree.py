@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from goose.engine.tree import BRANCH, SPINE, DraftTree
-from goose.method.confidence import safe_ceil, safe_floor, spine_length
+from goose.method.compat import HARNESS, CompatRules
+from goose.method.confidence import safe_floor, spine_length
 
 
 class SuccessorSource(Protocol):
@@ -48,17 +49,39 @@ def harmonic_split(total: int, n: int) -> list[int]:
     return shares
 
 
-def branch_shares(budget: int, spine_len: int, rho: float) -> tuple[int, int]:
+def sequential_harmonic_split(total: int, n: int) -> list[int]:
+    """The official split (goose/tree.py `_harmonic_split`, compat=authors): node i (from the
+    root) gets min(max(1, int(total * (1/i) / H_n)), what is left), in order, so every spine node
+    from the top gets at least one alternative until `total` runs out; the floors may leave part of
+    `total` unassigned (the breadth-first extension spends it), e.g. (4, 2) -> [2, 1].
+    Example: sequential_harmonic_split(19, 20) = [5, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, ...].
+    """
+    weights = [1.0 / (i + 1) for i in range(n)]
+    h = sum(weights)
+    shares: list[int] = []
+    left = total
+    for w in weights:
+        share = min(max(1, int(total * w / h)), left) if left > 0 else 0
+        shares.append(share)
+        left -= share
+    return shares
+
+
+def branch_shares(
+    budget: int, spine_len: int, rho: float, *, floor=safe_floor, floor_at_rho0: bool = False
+) -> tuple[int, int]:
     """(root share, spine share) of the branch budget B_eff - 1 - L.
 
-    Spine share = max(1, int(branch_budget * ρ)) when L > 0, the rest to the root. Reading for
+    Spine share = max(1, floor(branch_budget * ρ)) when L > 0, the rest to the root. Reading for
     ρ = 0 (the "no spine branches" ablation): the spine gets nothing, the max(1, .) floor applies
-    only when spine branches are enabled. With no branch budget left there is nothing to share.
+    only when spine branches are enabled; `floor_at_rho0` (compat=authors, goose/tree.py
+    `build_spine_tree`) applies it at ρ = 0 too. With no branch budget left there is nothing to
+    share. `floor` is int() of the product (goose.method.compat.CompatRules.floor).
     """
     branch_budget = max(0, budget - 1 - spine_len)
-    if spine_len <= 0 or branch_budget == 0 or rho <= 0.0:
+    if spine_len <= 0 or branch_budget == 0 or (rho <= 0.0 and not floor_at_rho0):
         return branch_budget, 0
-    spine_share = min(branch_budget, max(1, safe_floor(branch_budget * rho)))
+    spine_share = min(branch_budget, max(1, floor(branch_budget * rho)))
     return branch_budget - spine_share, spine_share
 
 
@@ -74,6 +97,7 @@ def build_spine_tree(
     max_depth: int = 6,
     k: int = 10,
     min_score: float = 0.01,
+    rules: CompatRules = HARNESS,
 ) -> DraftTree:
     """Build the spine tree (a pure branch tree when `chain` is empty).
 
@@ -86,10 +110,15 @@ def build_spine_tree(
     max_depth  D: only branch nodes shallower than D are extended
     k          K: a node at depth d gets at most max(1, K // d) children in the extension
     min_score  successors scoring below this are never drafted
+    rules      compat rules (goose.method.compat): rounding of L, of the shares and of the
+               widths, the spine cap, the harmonic split, the ρ = 0 floor
     """
-    L = spine_length(len(chain), budget, ratio)
+    L = spine_length(len(chain), budget, ratio, floor=rules.floor, cap=rules.spine_cap)
     tree = DraftTree.chain(anchor, [int(t) for t in chain[:L]], SPINE)
-    root_share, spine_share = branch_shares(budget, L, rho)
+    root_share, spine_share = branch_shares(
+        budget, L, rho, floor=rules.floor, floor_at_rho0=rules.rho0_spine_floor
+    )
+    split = harmonic_split if rules.largest_remainder_split else sequential_harmonic_split
     frontier: deque[tuple[int, float]] = deque()  # (branch node, the score it was drafted with)
     used: list[set[int]] = [set() for _ in range(L + 1)]  # tokens already under each node
     for i in range(L):
@@ -114,7 +143,7 @@ def build_spine_tree(
     # Root alternatives: the anchor's successors, skipping the first spine token.
     attach(0, *table.successors(anchor, prev), root_share)
     # Spine-node alternatives: spine share split 1/i over spine nodes, skipping the next spine token.
-    for i, share in enumerate(harmonic_split(spine_share, L), start=1):
+    for i, share in enumerate(split(spine_share, L), start=1):
         if share > 0:
             attach(i, *table.successors(tree.tokens[i], tree.tokens[i - 1]), share)
     # Breadth-first extension of branch nodes shallower than D until the budget is spent.
@@ -123,7 +152,7 @@ def build_spine_tree(
         depth = tree.depths[node]
         tokens, scores = table.successors(tree.tokens[node], tree.tokens[tree.parents[node]])
         remaining = budget - len(tree)
-        width = max(1, min(len(tokens), safe_ceil(remaining * score)))
+        width = max(1, min(len(tokens), rules.ceil(remaining * score)))
         width = min(width, max(1, k // depth))
         attach(node, tokens, scores, width)
     return tree

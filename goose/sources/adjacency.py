@@ -56,9 +56,20 @@ class AdjacencyTable:
     use_scores  keep softmax scores; if False (Token Recycling: ids only) `successors` returns the
                 rank-based placeholders 1/(rank+1) and no softmax is computed
     use_bigram  keep the (previous token, token) tier, consulted before the unigram row
+    half_unigram_scores
+                store the unigram tier's scores in float16 (rounded to nearest), as the official
+                Goose code does (goose/adjacency.py `AdjacencyTable`; compat=authors); the bigram
+                tier keeps float32
     """
 
-    def __init__(self, vocab_size: int, k: int, use_scores: bool = True, use_bigram: bool = False) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        k: int,
+        use_scores: bool = True,
+        use_bigram: bool = False,
+        half_unigram_scores: bool = False,
+    ) -> None:
         if vocab_size <= 0 or k <= 0:
             raise ValueError(f"vocab_size and k must be positive, got {vocab_size}, {k}")
         if vocab_size > _MAX_PACKED_VOCAB:
@@ -70,7 +81,9 @@ class AdjacencyTable:
         self.use_bigram = use_bigram
         self._placeholder = (1.0 / np.arange(1, self.width + 1)).astype(np.float32).tolist()
         self._ids = np.zeros((vocab_size, self.width), dtype=np.int64)
-        self._scores = np.zeros((vocab_size, self.width), dtype=np.float32) if use_scores else None
+        self.half_unigram_scores = half_unigram_scores
+        score_dtype = np.float16 if half_unigram_scores else np.float32
+        self._scores = np.zeros((vocab_size, self.width), dtype=score_dtype) if use_scores else None
         self._seen = np.zeros(vocab_size, dtype=bool)
         self._reset_bigram()
 

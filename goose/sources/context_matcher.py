@@ -148,3 +148,25 @@ class ContextMatcher:
                 break
             extended.extend(found.chain[: limit - len(extended)])
         return extended
+
+    def extend_chain_whole(self, chain: Sequence[int], limit: int, saturated: bool) -> list[int]:
+        """The official extension (goose/decoding.py `_Session._extend_chain`; compat=authors).
+
+        Like `extend_chain`, but each round appends the proposal whole (the result may overshoot
+        `limit` by up to max_chain - 1 tokens), and with `saturated` (c = 1) the first proposal
+        without consensus is appended before the extension stops (consensus is judged at the
+        position the proposal was made from, before it is appended).
+        """
+        extended = list(chain)
+        width = self.ngram_lengths[0]
+        while len(extended) < limit:
+            tail = extended[-width:]
+            if len(tail) < width:
+                tail = self.tokens[max(0, len(self.tokens) - (width - len(tail))) :] + tail
+            found = self.match(tail)
+            if not found.chain:
+                break
+            extended.extend(found.chain)
+            if saturated and not found.consensus:
+                break
+        return extended

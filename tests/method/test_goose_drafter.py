@@ -96,9 +96,10 @@ def test_unknown_hyperparameter_is_rejected():
 def test_drafter_takes_every_field_and_logs_them():
     d = GooseDrafter(budget=40, rho=0.25, ngram_lengths=[4, 3])
     cfg = d.config()
-    # persistent_table is logged only when on (the default keeps earlier rows' config hashes)
-    assert set(cfg) == set(GooseConfig.field_names()) - {"persistent_table"}
+    # persistent_table and compat are logged only off their defaults (earlier rows' config hashes)
+    assert set(cfg) == set(GooseConfig.field_names()) - {"persistent_table", "compat"}
     assert GooseDrafter(persistent_table=True).config()["persistent_table"] is True
+    assert GooseDrafter(compat="authors").config()["compat"] == "authors"
     assert (cfg["budget"], cfg["rho"], cfg["ngram_lengths"]) == (40, 0.25, [4, 3])
     assert GooseDrafter.from_config(d.cfg).config() == cfg
     assert d.name == "goose"
