@@ -36,19 +36,33 @@ DESCRIPTION = __doc__.splitlines()[0]
 
 def _shared_samples(df: pd.DataFrame) -> pd.DataFrame:
     """`df` (one bench × temperature) restricted to the (prompt, seed) pairs every method has."""
-    keys = df["prompt_id"].astype(str) + "#" + df["sample_seed"].astype(str)
+    seeds = df["sample_seed"].map(lambda s: "" if s is None or s != s else str(int(s)))
+    keys = df["prompt_id"].astype(str) + "#" + seeds
     sets = [set(keys[df["method"] == m]) for m in df["method"].unique()]
     return df[keys.isin(set.intersection(*sets))]
 
 
-def _grid(res: Results) -> pd.DataFrame:
-    """One row per (bench, temperature, method) with τ, speedup, n, identity share."""
+def _grid(res: Results, across_temperatures: bool = False) -> pd.DataFrame:
+    """One row per (bench, temperature, method) with τ, speedup, n, identity share;
+    `across_temperatures`: only the prompts present at every temperature of the bench (so that τ
+    against temperature compares the same prompts)."""
     greedy = res.reference(SAMPLING_METHODS)
     sampled = res.sampled_rows
     if sampled.empty:
         raise Skip("no sampled rows (temperature > 0): run +experiment=cpu_sampling")
     sampled = sampled[sampled["method"].isin(SAMPLING_METHODS) & sampled["is_reference"].astype(bool)]
     sampled = sampled[(sampled["top_p"].astype(float) == 1.0) & (sampled["top_k"].astype(int) == 0)]
+    if across_temperatures:
+        keep: set[tuple] = set()
+        for (model, bench), g in pd.concat([greedy, sampled]).groupby(["model", "bench"], sort=False):
+            sets = [set(t["prompt_id"]) for _, t in g.groupby(["temperature", "method"], sort=False)]
+            keep |= {(model, bench, pid) for pid in set.intersection(*sets)}
+
+        def restrict(df: pd.DataFrame) -> pd.DataFrame:
+            triples = zip(df["model"], df["bench"], df["prompt_id"], strict=True)
+            return df[[t in keep for t in triples]]
+
+        greedy, sampled = restrict(greedy), restrict(sampled)
     frames = []
     for source in (greedy, sampled):
         for (model, bench, _temp, _max_new, _dtype), g in source.groupby(
@@ -118,6 +132,7 @@ def build(res: Results, out: Path) -> Output:
             res.scope(),
         ],
     )
+    grid = _grid(res, across_temperatures=True)
     advantage = []
     for bench in order_key(grid["bench"], BENCH_ORDER):
         for temp in sorted(set(grid[grid["bench"] == bench]["temperature"].astype(float))):
@@ -130,6 +145,7 @@ def build(res: Results, out: Path) -> Output:
                     [
                         bench_name(bench),
                         f"{temp:g}",
+                        int(grid[(grid["bench"] == bench) & (grid["method"] == "goose")]["prompts"].max()),
                         fmt(tau["goose"]),
                         fmt(best),
                         f"{100 * (tau['goose'] / best - 1):+.1f}%",
@@ -138,10 +154,13 @@ def build(res: Results, out: Path) -> Output:
     files += write_table(
         out,
         "sampling_goose_advantage",
-        ["Bench", "T", "Goose τ", "max(PLD, TR) τ", "Goose advantage"],
+        ["Bench", "T", "n", "Goose τ", "max(PLD, TR) τ", "Goose advantage"],
         advantage,
         "How Goose's τ advantage over the better of PLD and TR changes with temperature",
-        notes=[res.scope()],
+        notes=[
+            "Per bench, the prompts present at every temperature (as in the figure); n = (prompt, seed) pairs.",
+            res.scope(),
+        ],
     )
     files += _figure(grid, out)
     return Output(files)

@@ -501,5 +501,5 @@ def test_sampling_table_pairs_each_sample_with_its_ar_sample_and_keeps_greedy_ro
     assert "| HumanEval | 0.7 | Goose | 4 | 2.00 | 4.00 | 1.00 |" in table
     assert "| HumanEval | 0 | Goose | 2 | 4.00 |" in table
     advantage = (tmp_path / "fig" / "sampling_goose_advantage.md").read_text()
-    assert "| HumanEval | 0.7 | 2.00 | 1.60 | +25.0% |" in advantage  # max(PLD 1.6, TR 1.33)
+    assert "| HumanEval | 0.7 | 4 | 2.00 | 1.60 | +25.0% |" in advantage  # max(PLD 1.6, TR 1.33)
     assert any(f.name == "sampling_tau_vs_temperature.png" for f in out.files)

@@ -424,3 +424,38 @@ def test_reference_lock_is_exclusive_across_processes(tmp_path):
         time.sleep(1.5)
     waited = float(child.communicate(timeout=120)[0])
     assert waited > 1.0
+
+
+@pytest.mark.slow
+def test_joblib_sweep_of_stateful_cells_equals_a_sequential_one(tmp_path):
+    """A parallel launcher keeps one cell in one job, so cells whose drafter carries state across
+    prompts (TR's run-long table, Goose with a persistent table) give the same rows in a 2-job
+    joblib sweep as in one sequential process (tokens and forward calls, prompt by prompt)."""
+
+    def sweep(out: Path, launcher: list[str]) -> dict:
+        cmd = [
+            sys.executable,
+            "run.py",
+            "-m",
+            "method=tr,goose_persistent",
+            "bench=gsm8k",
+            "budget=fixed",
+            "bench.limit=4",
+            "max_new_tokens=32",
+            "threads=1",
+            f"out_dir={out}",
+            "wandb=disabled",
+            f"hydra.sweep.dir={out}/multirun",
+            *launcher,
+        ]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        rows = _rows(out / "smollm2-135m" / "gsm8k.jsonl")
+        return {
+            (r["method"], r["prompt_id"]): (r["output_ids"], r["forward_calls"]) for r in rows if r["method"] != "ar"
+        }
+
+    parallel = sweep(tmp_path / "joblib", ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"])
+    sequential = sweep(tmp_path / "basic", [])
+    assert len(parallel) == 8
+    assert parallel == sequential
