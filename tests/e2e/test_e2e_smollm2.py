@@ -133,3 +133,33 @@ def test_bench_samples_side_by_side_and_reports_the_floor(tmp_path):
     floor = summary["hardware_floor"]
     assert floor["floor"]["bandwidth_gb_s"] > 0
     assert floor["contenders"]["engine:ar"]["times_floor"] > 0.5
+
+
+SHIPPED = ROOT / "results" / "reference" / "smollm2-135m"
+GREEDY_METHODS = ("ar", "pld", "tr", "iso3", "iso5", "eagle2", "goose", "opt_tree", "suffix", "sam")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bench", ["humaneval", "gsm8k"])
+def test_greedy_runs_reproduce_the_shipped_rows(smollm2, bench):
+    """Temperature 0 is the original code path: today's code gives the shipped reference rows'
+    outputs and forward calls (raw prompts, fp32, 128 tokens, fixed B; the first prompt, which
+    every run starts from an empty run-long table)."""
+    from goose.records.results import config_hash, read_rows
+
+    loaded, engine = smollm2
+    shipped = {}
+    for r in read_rows(SHIPPED / f"{bench}.jsonl"):
+        plain = not r.get("chat_template") and not r.get("temperature") and r.get("status") == "ok"
+        if plain and r["max_new_tokens"] == 128 and r["method"] in GREEDY_METHODS:
+            shipped.setdefault((r["method"], r["config_hash"], r["prompt_id"]), r)
+    for method in GREEDY_METHODS:
+        d = drafter(method)
+        h = config_hash(d.config())
+        for p in bench_prompts(bench, 1):
+            row = shipped.get((method, h, p.prompt_id))
+            if row is None:
+                pytest.fail(f"no shipped {method} row for {bench} {p.prompt_id} (config {h})")
+            got = generate(engine, d, loaded.tokenizer(p.text).input_ids, 128)
+            assert got.output_ids == row["output_ids"], (method, p.prompt_id)
+            assert got.forward_calls == row["forward_calls"], (method, p.prompt_id)
