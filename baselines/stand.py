@@ -39,7 +39,6 @@ output identical to AR.
 
 from __future__ import annotations
 
-import copy
 import heapq
 import math
 import random
@@ -51,6 +50,7 @@ import torch
 from goose.engine.drafter import Drafter, VerifyOutcome
 from goose.engine.sampling import derive_seed
 from goose.engine.tree import BRANCH, DraftTree
+from goose.sources.run_long import RunLongTable
 from goose.validation import check_bool, check_int
 
 
@@ -117,7 +117,7 @@ def gumbel_order(probs: Sequence[float], rng: random.Random) -> list[int]:
     return [i for _, i in sorted(keys, reverse=True)]
 
 
-class StandDrafter(Drafter):
+class StandDrafter(RunLongTable, Drafter):
     """STAND: sampled n-gram trees verified by recursive rejection sampling (module docstring).
 
     budget        B, nodes including the anchor (fixed budget; the maximum under budget=auto)
@@ -165,16 +165,6 @@ class StandDrafter(Drafter):
     @property
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
         return self.prefill_harvest
-
-    @property
-    def carries_run_state(self) -> bool:  # type: ignore[override]
-        return self.persistent_table
-
-    def run_state(self) -> Any:
-        return copy.deepcopy(self.table)
-
-    def restore_run_state(self, state: Any) -> None:
-        self.table = copy.deepcopy(state)
 
     def config(self) -> dict[str, Any]:
         return {

@@ -15,7 +15,6 @@ and a test checks that it reproduces the literal table below.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
@@ -23,6 +22,7 @@ import torch
 from goose.engine.drafter import Drafter, VerifyOutcome
 from goose.engine.tree import BRANCH, DraftTree
 from goose.sources.adjacency import AdjacencyTable
+from goose.sources.run_long import RunLongTable
 from goose.validation import check_bool, check_hyperparameters
 
 TR_K = 8
@@ -117,7 +117,7 @@ def fill_template(
     return tree
 
 
-class TokenRecyclingDrafter(Drafter):
+class TokenRecyclingDrafter(RunLongTable, Drafter):
     """Token Recycling: fixed 80-node template over a run-long top-K id table (K = 8)."""
 
     def __init__(
@@ -146,17 +146,6 @@ class TokenRecyclingDrafter(Drafter):
             "prefill_harvest": False,
             "persistent_table": self.persistent_table,
         }
-
-    @property
-    def carries_run_state(self) -> bool:  # type: ignore[override]
-        """The table persists across the prompts of a run (the TR paper) unless turned off."""
-        return self.persistent_table
-
-    def run_state(self) -> Any:
-        return copy.deepcopy(self.table)
-
-    def restore_run_state(self, state: Any) -> None:
-        self.table = copy.deepcopy(state)
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Allocate the table on the first prompt of a run; keep it afterwards unless

@@ -129,6 +129,14 @@ class ContextMatcher:
             return ContextMatch(chain, n, start, consensus)
         return NO_MATCH
 
+    def _match_after(self, extended: Sequence[int]) -> ContextMatch:
+        """The match of the drafted text pool + `extended`: its last (longest n-gram) tokens."""
+        width = self.ngram_lengths[0]
+        tail = list(extended[-width:])
+        if len(tail) < width:
+            tail = self.tokens[max(0, len(self.tokens) - (width - len(tail))) :] + tail
+        return self.match(tail)
+
     def extend_chain(self, chain: Sequence[int], limit: int, require_consensus: bool) -> list[int]:
         """Grow `chain` by repeated matching from the end of the drafted text (SPEC step 5).
 
@@ -138,12 +146,8 @@ class ContextMatcher:
         the first one without consensus ends the extension and is not appended.
         """
         extended = list(chain)
-        width = self.ngram_lengths[0]
         while len(extended) < limit:
-            tail = extended[-width:]
-            if len(tail) < width:
-                tail = self.tokens[max(0, len(self.tokens) - (width - len(tail))) :] + tail
-            found = self.match(tail)
+            found = self._match_after(extended)
             if not found.chain or (require_consensus and not found.consensus):
                 break
             extended.extend(found.chain[: limit - len(extended)])
@@ -158,12 +162,8 @@ class ContextMatcher:
         position the proposal was made from, before it is appended).
         """
         extended = list(chain)
-        width = self.ngram_lengths[0]
         while len(extended) < limit:
-            tail = extended[-width:]
-            if len(tail) < width:
-                tail = self.tokens[max(0, len(self.tokens) - (width - len(tail))) :] + tail
-            found = self.match(tail)
+            found = self._match_after(extended)
             if not found.chain:
                 break
             extended.extend(found.chain)
