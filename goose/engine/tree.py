@@ -129,7 +129,9 @@ class DraftTree:
             for i in range(1, len(self.tokens)):
                 q = self.proposals[self.parents[i]]
                 if q is not None and self.tokens[i] not in q[0]:
-                    raise ValueError(f"node {i}: token {self.tokens[i]} is not in its parent's proposal support")
+                    raise ValueError(
+                        f"node {i}: token {self.tokens[i]} is not in its parent's proposal support"
+                    )
 
 
 def ancestor_matrix(parents: torch.Tensor, max_depth: int | None = None) -> torch.Tensor:

@@ -486,7 +486,13 @@ def test_sampling_table_pairs_each_sample_with_its_ar_sample_and_keeps_greedy_ro
         rows += [row("ar", p, 64, 64, 4.0), row("pld", p, 64, 32, 2.0), row("tr", p, 64, 32, 2.0)]
         rows.append(row("goose", p, 64, 16, 1.0))
         for seed, ar_wall in ((11, 4.0), (12, 8.0)):  # two samples of each prompt
-            sampled = {"temperature": 0.7, "top_p": 1.0, "top_k": 0, "sample_seed": seed, "sample_idx": seed - 11}
+            sampled = {
+                "temperature": 0.7,
+                "top_p": 1.0,
+                "top_k": 0,
+                "sample_seed": seed,
+                "sample_idx": seed - 11,
+            }
             rows.append(row("ar", p, 64, 64, ar_wall, **sampled))
             rows.append(row("pld", p, 64, 40, ar_wall / 2, **sampled))
             rows.append(row("tr", p, 64, 48, ar_wall / 2, **sampled))

@@ -452,7 +452,9 @@ def test_joblib_sweep_of_stateful_cells_equals_a_sequential_one(tmp_path):
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
         rows = _rows(out / "smollm2-135m" / "gsm8k.jsonl")
         return {
-            (r["method"], r["prompt_id"]): (r["output_ids"], r["forward_calls"]) for r in rows if r["method"] != "ar"
+            (r["method"], r["prompt_id"]): (r["output_ids"], r["forward_calls"])
+            for r in rows
+            if r["method"] != "ar"
         }
 
     parallel = sweep(tmp_path / "joblib", ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"])
