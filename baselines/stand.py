@@ -51,7 +51,7 @@ from goose.engine.drafter import Drafter, VerifyOutcome
 from goose.engine.sampling import derive_seed
 from goose.engine.tree import BRANCH, DraftTree
 from goose.sources.run_long import RunLongTable
-from goose.validation import check_bool, check_int
+from goose.validation import check_bool, check_hyperparameters, check_int
 
 
 class NgramDistributionTable:
@@ -143,18 +143,16 @@ class StandDrafter(RunLongTable, Drafter):
         name: str = "stand",
     ) -> None:
         super().__init__(name=name)
-        self.budget = check_int(
-            "StandDrafter.budget", budget, low=2, why="B, the anchor plus at least one node"
+        check_hyperparameters(
+            "StandDrafter", budget=budget, max_depth=max_depth, k=k, prefill_harvest=prefill_harvest
         )
-        self.max_depth = check_int("StandDrafter.max_depth", max_depth, low=1)
+        self.budget, self.max_depth, self.k, self.prefill_harvest = budget, max_depth, k, prefill_harvest
         self.max_children = check_int("StandDrafter.max_children", max_children, low=1)
-        self.k = check_int("StandDrafter.k", k, low=1)
         self.max_order = check_int("StandDrafter.max_order", max_order, low=1, why="longest n-gram key")
         if max_children > k:
             raise ValueError(
                 f"StandDrafter.max_children = {max_children}: must be <= k = {k} (tokens stored per n-gram)"
             )
-        self.prefill_harvest = check_bool("StandDrafter.prefill_harvest", prefill_harvest)
         self.persistent_table = check_bool("StandDrafter.persistent_table", persistent_table)
         self.table: NgramDistributionTable | None = None
         self._rng = random.Random(0)
