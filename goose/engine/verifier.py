@@ -61,7 +61,7 @@ from goose.engine.sampling import (
     unpack_rejection,
     warp_scores,
 )
-from goose.engine.tree import SPINE, DraftTree, tree_attention_inputs
+from goose.engine.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
 TREE_SLACK = 128
@@ -346,17 +346,12 @@ class VerificationEngine:
         self.steps += 1
         if not self.sampling.greedy:
             return self._verify_sampled(tree, budget, t0)
-        if n == 1:  # AR fast path
-            ids = torch.tensor([[tree.tokens[0]]], dtype=torch.long, device=self.device)
-            logits = self._forward(ids, self._positions[:, p : p + 1], self._ar_mask())
+        logits, inputs = self._tree_forward(tree, max_depth)
+        if inputs is None:  # AR fast path
             pred = fast_argmax(logits)
             packed = torch.stack([pred, torch.isfinite(logits.gather(-1, pred[:, None])[:, 0]).long()])
         else:
-            inputs = tree_attention_inputs(tree, p, self.device)
             tokens, parents, anc = inputs.tokens, inputs.parents, inputs.ancestors
-            logits = self._forward(
-                tokens[None], inputs.positions[None], self._tree_mask(anc, inputs.positions, max_depth)
-            )
             pred = fast_argmax(logits)
             finite = torch.isfinite(logits.gather(-1, pred[:, None])[:, 0])
             # node i is on the greedy path iff it and all its ancestors match their parent's argmax
@@ -366,9 +361,7 @@ class VerificationEngine:
         rows = packed.tolist()  # the one host sync of the step
         t1 = time.perf_counter()
         predictions: list[int] = rows[0]
-        if 0 in rows[1]:
-            bad = [i for i, ok in enumerate(rows[1]) if not ok]
-            raise self._non_finite(f"verification step {self.steps}", bad)
+        self._raise_if_non_finite(rows[1])
         if n == 1:
             path = [0]
         else:
@@ -376,6 +369,17 @@ class VerificationEngine:
             if tree.depths[path[-1]] != len(path) - 1:  # not a chain: duplicate tokens under a parent
                 path = greedy_walk(tree, predictions)
         return self._commit(tree, path, predictions[path[-1]], budget, logits, predictions, t1 - t0)
+
+    def _tree_forward(self, tree: DraftTree, max_depth: int) -> tuple[torch.Tensor, TreeInputs | None]:
+        """Logits [n, V] of the verification forward over `tree` after the cached prefix, and the
+        tree's device inputs (None for a one-node tree: the AR fast path needs no tree tensors)."""
+        p = self.prefix_len
+        if len(tree) == 1:
+            ids = torch.tensor([[tree.tokens[0]]], dtype=torch.long, device=self.device)
+            return self._forward(ids, self._positions[:, p : p + 1], self._ar_mask()), None
+        inputs = tree_attention_inputs(tree, p, self.device)
+        mask = self._tree_mask(inputs.ancestors, inputs.positions, max_depth)
+        return self._forward(inputs.tokens[None], inputs.positions[None], mask), inputs
 
     def _commit(
         self,
@@ -412,16 +416,11 @@ class VerificationEngine:
         p, n = self.prefix_len, len(tree)
         max_depth = max(tree.depths)
         noise_rows = self.noise.rows(p + 1, max_depth + 1)
-        if n == 1:
-            ids = torch.tensor([[tree.tokens[0]]], dtype=torch.long, device=self.device)
-            logits = self._forward(ids, self._positions[:, p : p + 1], self._ar_mask())
+        logits, inputs = self._tree_forward(tree, max_depth)
+        if inputs is None:
             noise = noise_rows[:1]
         else:
-            inputs = tree_attention_inputs(tree, p, self.device)
             tokens, parents, anc = inputs.tokens, inputs.parents, inputs.ancestors
-            logits = self._forward(
-                tokens[None], inputs.positions[None], self._tree_mask(anc, inputs.positions, max_depth)
-            )
             noise = noise_rows[inputs.positions - p]
         scores = warp_scores(logits, self.sampling)
         pred = fast_argmax(logits)
