@@ -261,7 +261,7 @@ class StandDrafter(RunLongTable, Drafter):
                 return
             state[node] = {"ids": ids, "q": q, "order": order[: self.max_children], "next": 0}
             proposals[node] = (ids, tuple(q)) if sampled else None
-            heapq.heappush(slots, (-values[node] * _match_mass(q, q, ()), len(tree) * 64, node))
+            heapq.heappush(slots, (-values[node] * _match_mass(q, ()), len(tree) * 64, node))
 
         open_node(0)
         expected = 0.0
@@ -280,7 +280,7 @@ class StandDrafter(RunLongTable, Drafter):
             contexts.append([*contexts[node], token][-self.max_order :])
             if st["next"] < len(st["order"]):
                 taken = tuple(st["order"][: st["next"]])
-                score = values[node] * _match_mass(st["q"], st["q"], taken)
+                score = values[node] * _match_mass(st["q"], taken)
                 heapq.heappush(slots, (-score, node * 64 + st["next"], node))
             open_node(child)
         if sampled and len(tree) > 1:
@@ -288,8 +288,8 @@ class StandDrafter(RunLongTable, Drafter):
         return tree
 
 
-def _match_mass(q: Sequence[float], q_u: Sequence[float], taken: Sequence[int]) -> float:
-    """Σ_x q_i(x) q_u(x): q_i = q without the indices already drawn (`taken`), renormalised."""
+def _match_mass(q: Sequence[float], taken: Sequence[int]) -> float:
+    """Σ_x q_i(x) q(x): q_i = q without the indices already drawn (`taken`), renormalised."""
     left = [0.0 if i in taken else p for i, p in enumerate(q)]
     total = sum(left)
-    return sum(a * b for a, b in zip(left, q_u, strict=True)) / total if total > 0 else 0.0
+    return sum(a * b for a, b in zip(left, q, strict=True)) / total if total > 0 else 0.0
