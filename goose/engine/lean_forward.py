@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules import module as nn_module
 
+from goose.engine.packed_linear import PackedLinear, PlainLinear, make_linear, prepack_unavailable
+
 if TYPE_CHECKING:
     from goose.engine.kv_cache import TreeKVCache
 
@@ -57,6 +59,11 @@ class LeanDecoder:
     near-ties; every engine method, AR included, uses the same forward, so losslessness between
     methods is unaffected. Attention: sdpa with the engine's masks (one per layer type), with GQA
     done by sdpa itself on CPU or without a mask, by repeating K/V otherwise (as `transformers`).
+
+    prepack (CPU): every projection and the LM head run as `PackedLinear`s, their weights
+    reordered once for oneDNN (goose.engine.packed_linear: 2-3x faster small-M products in fp32,
+    1.3-1.7x in bf16); None = wherever `prepack_unavailable` allows, False = `F.linear` (the plain
+    path, kept as the fallback), True = required. `prepacked` says which one runs.
     """
 
     MODEL_TYPES = ("llama", "qwen3")
@@ -84,17 +91,27 @@ class LeanDecoder:
         return None
 
     @torch.no_grad()
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, prepack: bool | None = None) -> None:
         reason = self.unsupported(model)
         if reason:
             raise ValueError(f"lean forward unavailable: {reason}")
         body = model.model
         cfg = model.config
+        why_not = prepack_unavailable(model.lm_head.weight)
+        if prepack and why_not:
+            raise ValueError(f"prepack=true: {why_not}")
+        self.prepacked = bool(prepack or (prepack is None and why_not is None))
         self.embed = body.embed_tokens
         self.rotary = body.rotary_emb
         self.norm_w = body.norm.weight
         self.norm_eps = body.norm.variance_epsilon
-        self.lm_head = model.lm_head
+        try:
+            self.lm_head = self._linear(model.lm_head.weight, model.lm_head.bias)
+        except RuntimeError:
+            if prepack:
+                raise
+            self.prepacked = False
+            self.lm_head = self._linear(model.lm_head.weight, model.lm_head.bias)
         self.layer_types = tuple(getattr(cfg, "layer_types", None) or ("full_attention",) * len(body.layers))
         self.layers = []
         for layer in body.layers:
@@ -107,22 +124,21 @@ class LeanDecoder:
                 (
                     layer.input_layernorm.weight,
                     layer.input_layernorm.variance_epsilon,
-                    wqkv,
-                    bqkv,
+                    self._linear(wqkv, bqkv),
                     (h, kv, d),
                     None if q_norm is None else self._head_norm(q_norm, k_norm, h, kv),
                     a.scaling,
-                    a.o_proj.weight,
-                    a.o_proj.bias,
+                    self._linear(a.o_proj.weight, a.o_proj.bias),
                     layer.post_attention_layernorm.weight,
                     layer.post_attention_layernorm.variance_epsilon,
-                    wgu,
-                    bgu,
-                    mlp.down_proj.weight,
-                    mlp.down_proj.bias,
+                    self._linear(wgu, bgu),
+                    self._linear(mlp.down_proj.weight, mlp.down_proj.bias),
                     mlp.gate_proj.out_features,
                 )
             )
+
+    def _linear(self, weight: torch.Tensor, bias: torch.Tensor | None) -> PackedLinear | PlainLinear:
+        return make_linear(weight, bias, self.prepacked)
 
     @staticmethod
     def _head_norm(
@@ -180,24 +196,20 @@ class LeanDecoder:
         for i, (
             w_in,
             eps_in,
-            wqkv,
-            bqkv,
+            qkv_proj,
             (h, kv, d),
             qk_norm,
             scale,
-            wo,
-            bo,
+            o_proj,
             w_post,
             eps_post,
-            wgu,
-            bgu,
-            wd,
-            bd,
+            gate_up_proj,
+            down_proj,
             inter,
         ) in enumerate(self.layers):
             layer_mask = mask.get(self.layer_types[i]) if isinstance(mask, dict) else mask
             y = _rms_norm(x, w_in, eps_in)
-            qkv = F.linear(y, wqkv, bqkv).view(1, n, h + 2 * kv, d)
+            qkv = qkv_proj(y).view(1, n, h + 2 * kv, d)
             qk, v = qkv.split((h + kv, kv), dim=2)  # queries and keys get the same norm and RoPE
             if qk_norm is not None:  # Qwen3: RMSNorm over each head (q_norm for q, k_norm for k)
                 qk = _rms_norm(qk, *qk_norm)
@@ -211,10 +223,10 @@ class LeanDecoder:
             o = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=layer_mask, is_causal=causal, scale=scale, enable_gqa=h != k.shape[1]
             )
-            x = x + F.linear(o.transpose(1, 2).reshape(1, n, h * d), wo, bo)
+            x = x + o_proj(o.transpose(1, 2).reshape(1, n, h * d))
             y = _rms_norm(x, w_post, eps_post)
-            gate, up = F.linear(y, wgu, bgu).split((inter, inter), dim=-1)
-            x = x + F.linear(F.silu(gate) * up, wd, bd)
+            gate, up = gate_up_proj(y).split((inter, inter), dim=-1)
+            x = x + down_proj(F.silu(gate) * up)
         if last_only:
             x = x[:, -1:]
         return self.lm_head(_rms_norm(x, self.norm_w, self.norm_eps))[0]

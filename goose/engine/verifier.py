@@ -147,9 +147,12 @@ class VerificationEngine:
         eos_token_ids: Sequence[int],
         context_length: int | None = None,
         lean: bool | None = None,
+        prepack: bool | None = None,
     ):
         """lean: use `LeanDecoder` for the forward passes (None = wherever the model supports it,
-        True = require it, False = always the `transformers` forward)."""
+        True = require it, False = always the `transformers` forward). prepack: the lean
+        forward's weights reordered once for oneDNN (goose.engine.packed_linear; None = wherever
+        available, True = required, False = plain `F.linear`); ignored without the lean forward."""
         self.model = model
         self.eos_token_ids = tuple(eos_token_ids)
         cfg = model.config
@@ -174,7 +177,14 @@ class VerificationEngine:
         self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.lean: LeanDecoder | None = None
         if lean or (lean is None and LeanDecoder.unsupported(model) is None):
-            self.lean = LeanDecoder(model)
+            self.lean = LeanDecoder(model, prepack=prepack)
+
+    @property
+    def forward_name(self) -> str:
+        """Which forward runs: `transformers`, `lean` or `lean+prepack` (recorded in every row)."""
+        if self.lean is None or has_forward_hooks(self.model):
+            return "transformers"
+        return "lean+prepack" if self.lean.prepacked else "lean"
 
     # ----------------------------------------------------------------------------- buffers
     def _reserve(self, rows: int) -> None:

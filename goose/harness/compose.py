@@ -133,20 +133,33 @@ def engine_lean(cfg: DictConfig) -> bool | None:
     return False if cfg.method.drafter.get("compat") == "authors" else None
 
 
+def engine_prepack(cfg: DictConfig) -> bool | None:
+    """The engine's `prepack` setting (goose.engine.packed_linear): `prepack: auto` -> None."""
+    value = cfg.get("prepack", "auto")
+    return None if value == "auto" else bool(value)
+
+
 def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
     """The model of `cfg.model` and its verification engine, warmed up; cached per process (one
     model in memory at a time), so that the jobs of a multirun in one process load it once. The
-    engine's forward is the lean one unless `engine_lean(cfg)` says otherwise."""
+    engine's forward is the lean one unless `engine_lean(cfg)` says otherwise, with its weights
+    prepacked as `engine_prepack(cfg)` says."""
     spec = OmegaConf.to_container(cfg.model, resolve=True)
     lean = engine_lean(cfg)
-    key = repr((sorted(spec.items()), lean))
+    prepack = engine_prepack(cfg)
+    key = repr((sorted(spec.items()), lean, prepack))
     if key not in _ENGINES:
         _ENGINES.clear()
         try:
             loaded = load_model(**spec)
         except (ModelUnavailableError, ValueError) as exc:
             raise UserError(str(exc)) from None
-        engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length, lean=lean)
+        try:
+            engine = VerificationEngine(
+                loaded.model, loaded.eos_token_ids, loaded.context_length, lean=lean, prepack=prepack
+            )
+        except ValueError as exc:  # prepack=true where it cannot run
+            raise UserError(str(exc)) from None
         warm_up(engine, loaded.tokenizer(WARM_UP_TEXT).input_ids)
         _ENGINES[key] = (loaded, engine)
     return _ENGINES[key]

@@ -174,6 +174,10 @@ def _check_quick(name: str, value: Any) -> Any:
     return check_choice(name, value, ("auto", True, False), why="auto uses the model's quick_* values")
 
 
+def _check_prepack(name: str, value: Any) -> Any:
+    return check_choice(name, value, ("auto", True, False), why="auto prepacks wherever oneDNN can")
+
+
 @dataclass
 class GooseBenchConfig:
     """Schema of conf/config.yaml (the composed configuration of one run)."""
@@ -196,6 +200,7 @@ class GooseBenchConfig:
         ),
     )
     budget_profile: str | None = None  # budget=auto: a saved latency table (JSON) instead of calibrating
+    prepack: Any = _checked("auto", _check_prepack)
     sampling: SamplingSchema = field(default_factory=SamplingSchema)
 
 

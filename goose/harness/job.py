@@ -126,7 +126,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     print(
         f"goose-bench: model={cell.model} bench={cell.bench} ({len(prompts)} prompts from {source}) "
         f"chat_template={str(chat).lower()} ({chat_why}) "
-        f"method={method} max_new_tokens={max_new} dtype={cell.dtype} {describe_sampling(sampling, plan)} "
+        f"method={method} max_new_tokens={max_new} dtype={cell.dtype} forward={engine.forward_name} "
+        f"{describe_sampling(sampling, plan)} "
         f"-> {out_file}"
     )
     t0 = time.perf_counter()
@@ -137,7 +138,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         cell,
         make_drafter,
         out_file,
-        extra={"bench_source": source, "experiment": cfg.get("experiment")}
+        extra={"bench_source": source, "experiment": cfg.get("experiment"), "forward": engine.forward_name}
         | ({"budget_latency": latency_record} if latency_record else {}),
         progress=False if _parallel_launcher() else None,
         plan=plan,

@@ -113,11 +113,11 @@ def random_tree(rng: random.Random, anchor: int, good_path: list[int], n_extra: 
     return tree
 
 
-@pytest.mark.parametrize("lean", [None, False])
+@pytest.mark.parametrize("lean,prepack", [(None, None), (None, False), (False, None)])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_tree_logits_equal_sequential_and_cache_compacts(arch, lean):
+def test_tree_logits_equal_sequential_and_cache_compacts(arch, lean, prepack):
     model = tiny_model(arch)
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256, lean=lean)
+    engine = VerificationEngine(model, eos_token_ids=(), context_length=256, lean=lean, prepack=prepack)
     assert (engine.lean is not None) == (lean is None and arch in ("llama", "qwen3"))
     rng = random.Random(1)
     prefix = [rng.randrange(VOCAB) for _ in range(12)]
@@ -263,7 +263,8 @@ def test_cache_is_reused_across_prompts_and_grows():
 
 def test_non_finite_logits_raise_and_name_the_step():
     model = tiny_model("llama", seed=3)
-    engine = VerificationEngine(model, eos_token_ids=())
+    # prepack=False: a prepacked forward holds a copy of the weights taken when it was built
+    engine = VerificationEngine(model, eos_token_ids=(), prepack=False)
     engine.prefill(list(range(5, 15)))
     engine.verify(DraftTree.single(engine.first_token), budget=10)
     with torch.no_grad():
@@ -336,8 +337,9 @@ def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
         a = lean.verify(DraftTree.single(a.new_tokens[-1]), budget=100)
         b = slow.verify(DraftTree.single(b.new_tokens[-1]), budget=100)
         assert torch.allclose(a.logits, b.logits, atol=1e-4)
-    fused = lean.lean.layers[0][2]
-    assert VerificationEngine(model, eos_token_ids=()).lean.layers[0][2] is fused  # fusion reused
+    fused = VerificationEngine(model, eos_token_ids=(), prepack=False).lean.layers[0][2].weight
+    plain = VerificationEngine(model, eos_token_ids=(), prepack=False).lean
+    assert plain.layers[0][2].weight is fused and not plain.prepacked  # fusion reused
     attn = model.model.layers[0].self_attn
     assert attn.k_proj.weight.data_ptr() == fused[attn.q_proj.out_features].data_ptr()
     assert LeanDecoder.unsupported(tiny_model("gemma3")) is not None

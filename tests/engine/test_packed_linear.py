@@ -1,0 +1,80 @@
+"""Prepacked (oneDNN) linears: the same products as F.linear, refused where they are not, and an
+engine that prepacks decodes exactly what the plain lean forward decodes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from goose.engine.decode import generate
+from goose.engine.drafter import ARDrafter
+from goose.engine.packed_linear import PackedLinear, PlainLinear, make_linear, prepack_unavailable
+from goose.engine.verifier import VerificationEngine
+from tests.tiny_models import tiny_model
+
+AVAILABLE = prepack_unavailable(torch.zeros(2, 2)) is None
+needs_prepack = pytest.mark.skipif(not AVAILABLE, reason="no oneDNN prepacking in this torch build")
+
+
+@needs_prepack
+@pytest.mark.parametrize("rows", [1, 3, 17])
+@pytest.mark.parametrize("bias", [False, True])
+def test_packed_product_equals_f_linear_fp32(rows, bias):
+    gen = torch.Generator().manual_seed(rows)
+    w = torch.randn(96, 40, generator=gen)
+    b = torch.randn(96, generator=gen) if bias else None
+    x = torch.randn(1, rows, 40, generator=gen)
+    got = PackedLinear.build(w, b)(x)
+    assert got.shape == (1, rows, 96)
+    assert torch.allclose(got, F.linear(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+@needs_prepack
+def test_packed_product_bf16_close_to_f_linear():
+    if prepack_unavailable(torch.zeros(2, 2, dtype=torch.bfloat16)):
+        pytest.skip("no oneDNN bf16 on this CPU")
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(64, 32, generator=gen).bfloat16()
+    x = torch.randn(1, 5, 32, generator=gen).bfloat16()
+    want = F.linear(x, w).float()
+    assert torch.allclose(PackedLinear.build(w)(x).float(), want, rtol=2e-2, atol=2e-2)
+
+
+def test_unavailable_reasons_name_the_cause():
+    assert "float16" in prepack_unavailable(torch.zeros(2, 2, dtype=torch.float16))
+    assert "meta" in prepack_unavailable(torch.zeros(2, 2, device="meta"))
+    assert isinstance(make_linear(torch.zeros(3, 2), None, prepack=False), PlainLinear)
+    with pytest.raises(RuntimeError, match="cannot prepack: dtype torch.float16"):
+        PackedLinear.build(torch.zeros(3, 2, dtype=torch.float16))
+
+
+@needs_prepack
+def test_a_pack_that_disagrees_with_f_linear_is_refused(monkeypatch):
+    real = PackedLinear.__call__
+    monkeypatch.setattr(PackedLinear, "__call__", lambda self, x: real(self, x) * 1.01)
+    with pytest.raises(RuntimeError, match="disagrees with F.linear"):
+        PackedLinear.build(torch.randn(16, 8))
+
+
+@needs_prepack
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_prepacked_engine_decodes_like_the_plain_lean_forward(arch):
+    model = tiny_model(arch, seed=4)
+    packed = VerificationEngine(model, eos_token_ids=(), prepack=True)
+    plain = VerificationEngine(model, eos_token_ids=(), prepack=False)
+    assert packed.forward_name == "lean+prepack" and plain.forward_name == "lean"
+    assert VerificationEngine(model, eos_token_ids=(), lean=False).forward_name == "transformers"
+    prompt = list(range(3, 19))
+    assert torch.allclose(packed.prefill(prompt), plain.prefill(prompt), atol=1e-4)
+    a = generate(packed, ARDrafter(), prompt, max_new_tokens=16)
+    b = generate(plain, ARDrafter(), prompt, max_new_tokens=16)
+    assert a.output_ids == b.output_ids
+
+
+def test_prepack_required_where_it_cannot_run_is_a_clear_error():
+    model = tiny_model("llama", dtype=torch.float16)
+    with pytest.raises(ValueError, match="prepack=true: dtype torch.float16"):
+        VerificationEngine(model, eos_token_ids=(), prepack=True)
+    auto = VerificationEngine(model, eos_token_ids=())  # auto falls back to the plain lean forward
+    assert auto.forward_name == "lean"
