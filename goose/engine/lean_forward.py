@@ -30,6 +30,22 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
+def lean_decoder(model: torch.nn.Module, prepack: bool | None = None) -> LeanDecoder:
+    """The lean forward of `model`: `LeanDecoder` (Llama family, Qwen3) or `LeanGemma3Decoder`."""
+    from goose.engine.lean_gemma3 import LeanGemma3Decoder
+
+    cls = LeanGemma3Decoder if LeanGemma3Decoder.unsupported(model) is None else LeanDecoder
+    return cls(model, prepack=prepack)
+
+
+def lean_unsupported(model: torch.nn.Module) -> str | None:
+    """Why no lean forward covers `model` (None if one does)."""
+    from goose.engine.lean_gemma3 import LeanGemma3Decoder
+
+    reasons = [cls.unsupported(model) for cls in (LeanDecoder, LeanGemma3Decoder)]
+    return None if None in reasons else "; ".join(reasons)
+
+
 def has_forward_hooks(model: torch.nn.Module) -> bool:
     """True if hooks on the model's forward (or global module hooks) expect it to run; the engine
     then uses the `transformers` forward instead of `LeanDecoder`, so that the hooks see every
@@ -97,21 +113,11 @@ class LeanDecoder:
             raise ValueError(f"lean forward unavailable: {reason}")
         body = model.model
         cfg = model.config
-        why_not = prepack_unavailable(model.lm_head.weight)
-        if prepack and why_not:
-            raise ValueError(f"prepack=true: {why_not}")
-        self.prepacked = bool(prepack or (prepack is None and why_not is None))
+        self._choose_prepack(model, prepack)
         self.embed = body.embed_tokens
         self.rotary = body.rotary_emb
         self.norm_w = body.norm.weight
         self.norm_eps = body.norm.variance_epsilon
-        try:
-            self.lm_head = self._linear(model.lm_head.weight, model.lm_head.bias)
-        except RuntimeError:
-            if prepack:
-                raise
-            self.prepacked = False
-            self.lm_head = self._linear(model.lm_head.weight, model.lm_head.bias)
         self.layer_types = tuple(getattr(cfg, "layer_types", None) or ("full_attention",) * len(body.layers))
         self.layers = []
         for layer in body.layers:
@@ -136,6 +142,20 @@ class LeanDecoder:
                     mlp.gate_proj.out_features,
                 )
             )
+
+    def _choose_prepack(self, model: torch.nn.Module, prepack: bool | None) -> None:
+        """Set `prepacked` (see the class docstring) and build the LM head with it."""
+        why_not = prepack_unavailable(model.lm_head.weight)
+        if prepack and why_not:
+            raise ValueError(f"prepack=true: {why_not}")
+        self.prepacked = bool(prepack or (prepack is None and why_not is None))
+        try:
+            self.lm_head = self._linear(model.lm_head.weight, model.lm_head.bias)
+        except RuntimeError:
+            if prepack:
+                raise
+            self.prepacked = False
+            self.lm_head = self._linear(model.lm_head.weight, model.lm_head.bias)
 
     def _linear(self, weight: torch.Tensor, bias: torch.Tensor | None) -> PackedLinear | PlainLinear:
         return make_linear(weight, bias, self.prepacked)

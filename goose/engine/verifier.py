@@ -12,10 +12,11 @@ the result equals sequential decoding (the cache keeps every key; the mask does 
 
 What a step costs besides the model's matmuls (the gpt-fast recipe, kept eager):
 - The forward: `LeanDecoder`, a few-line forward over the same weights for Llama-architecture
-  models (Llama 2/3, Vicuna, SmolLM2) and Qwen3, with fused q/k/v and gate/up matmuls; on a CPU
-  the per-op overhead of the `transformers` forward is a large share of a small model's step.
-  Other models (Gemma 3, ...), and any model with forward hooks, use the `transformers` forward
-  with the same cache and masks.
+  models (Llama 2/3, Vicuna, SmolLM2) and Qwen3, and `LeanGemma3Decoder` for Gemma 3, with fused
+  q/k/v and gate/up matmuls and, on a CPU, weights prepacked for oneDNN
+  (goose.engine.packed_linear); on a CPU the per-op overhead of the `transformers` forward is a
+  large share of a small model's step. Other models, and any model with forward hooks, use the
+  `transformers` forward with the same cache and masks.
 - KV cache: `goose.engine.kv_cache.TreeKVCache`, preallocated and reused across prompts; the forward
   writes its rows in place, compaction is a pointer move for a contiguous accepted path (AR,
   chains, spine prefixes) and one gather + one copy over all layers otherwise.
@@ -49,7 +50,7 @@ import torch
 
 from goose.engine.drafter import VerifyOutcome
 from goose.engine.kv_cache import TreeKVCache
-from goose.engine.lean_forward import LeanDecoder, has_forward_hooks
+from goose.engine.lean_forward import LeanDecoder, has_forward_hooks, lean_decoder, lean_unsupported
 from goose.engine.sampling import (
     GREEDY,
     SamplingParams,
@@ -176,8 +177,8 @@ class VerificationEngine:
         self._positions = torch.zeros(1, 0, dtype=torch.long, device=self.device)
         self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.lean: LeanDecoder | None = None
-        if lean or (lean is None and LeanDecoder.unsupported(model) is None):
-            self.lean = LeanDecoder(model, prepack=prepack)
+        if lean or (lean is None and lean_unsupported(model) is None):
+            self.lean = lean_decoder(model, prepack=prepack)
 
     @property
     def forward_name(self) -> str:

@@ -118,7 +118,7 @@ def random_tree(rng: random.Random, anchor: int, good_path: list[int], n_extra: 
 def test_tree_logits_equal_sequential_and_cache_compacts(arch, lean, prepack):
     model = tiny_model(arch)
     engine = VerificationEngine(model, eos_token_ids=(), context_length=256, lean=lean, prepack=prepack)
-    assert (engine.lean is not None) == (lean is None and arch in ("llama", "qwen3"))
+    assert (engine.lean is not None) == (lean is None and arch in ("llama", "qwen3", "gemma3"))
     rng = random.Random(1)
     prefix = [rng.randrange(VOCAB) for _ in range(12)]
     prefill_logits = engine.prefill(prefix)
@@ -316,9 +316,10 @@ def test_prefill_last_row_only_for_drafters_that_do_not_harvest():
     assert not IsotropicDrafter(3, prefill_harvest=False).needs_prefill_logits
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3"])
 def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
     from goose.engine.lean_forward import LeanDecoder
+    from goose.engine.lean_gemma3 import LeanGemma3Decoder
 
     model = tiny_model(arch, seed=5)
     prompt = list(range(7, 27))
@@ -337,12 +338,15 @@ def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
         a = lean.verify(DraftTree.single(a.new_tokens[-1]), budget=100)
         b = slow.verify(DraftTree.single(b.new_tokens[-1]), budget=100)
         assert torch.allclose(a.logits, b.logits, atol=1e-4)
-    fused = VerificationEngine(model, eos_token_ids=(), prepack=False).lean.layers[0][2].weight
+    qkv = 1 if arch == "gemma3" else 2  # where a layer's tuple holds the fused q/k/v projection
+    fused = VerificationEngine(model, eos_token_ids=(), prepack=False).lean.layers[0][qkv].weight
     plain = VerificationEngine(model, eos_token_ids=(), prepack=False).lean
-    assert plain.layers[0][2].weight is fused and not plain.prepacked  # fusion reused
+    assert plain.layers[0][qkv].weight is fused and not plain.prepacked  # fusion reused
     attn = model.model.layers[0].self_attn
     assert attn.k_proj.weight.data_ptr() == fused[attn.q_proj.out_features].data_ptr()
+    assert isinstance(lean.lean, LeanGemma3Decoder) == (arch == "gemma3")
     assert LeanDecoder.unsupported(tiny_model("gemma3")) is not None
+    assert LeanGemma3Decoder.unsupported(tiny_model("llama")) is not None
     calls = []  # a forward hook on the model makes the engine run the transformers forward
     handle = model.register_forward_hook(lambda *args: calls.append(1))
     lean.verify(DraftTree.single(a.new_tokens[-1]), budget=100)

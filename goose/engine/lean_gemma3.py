@@ -1,0 +1,164 @@
+"""The lean forward for Gemma 3 text models (Gemma-3-270M, ..., `Gemma3ForCausalLM`): the same
+weights as the `transformers` model, in a few lines of ops, with the prepacked projections of
+`goose.engine.lean_forward.LeanDecoder`.
+
+What differs from the Llama recipe, following `transformers`' modeling_gemma3 op for op:
+- the embedding is scaled by sqrt(hidden) (the model's own `Gemma3TextScaledWordEmbedding`);
+- RMSNorm is (x̂ · (1 + w)) computed in fp32 and cast back (Llama casts first, then scales), and
+  there are four per layer: input, post-attention, pre-feed-forward and post-feed-forward;
+- q and k get a per-head RMSNorm before RoPE, and RoPE has one table per layer type
+  (sliding_attention with its local base, full_attention with the global base and scaling);
+- the attention scale is query_pre_attn_scalar^-1/2; sliding-window layers see the engine's
+  windowed mask (the dict of masks per layer type), global layers the full tree mask;
+- the MLP is gelu_tanh(gate) · up, and the logits are soft-capped when the config says so.
+Attention-logit soft-capping (Gemma 2) is refused by `unsupported`: sdpa cannot apply it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from goose.engine.lean_forward import LeanDecoder, _rotate_half
+
+if TYPE_CHECKING:
+    from goose.engine.kv_cache import TreeKVCache
+
+
+def _gemma_rms_norm(x: torch.Tensor, one_plus_w: torch.Tensor, eps: float) -> torch.Tensor:
+    """Gemma3RMSNorm: fp32 statistics, times (1 + w) in fp32, then back to x's dtype."""
+    y = x.float()
+    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * one_plus_w).type_as(x)
+
+
+def _norm_params(norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
+    """(1 + w) in fp32 (what Gemma3RMSNorm computes on every call) and eps."""
+    return 1.0 + norm.weight.float(), norm.eps
+
+
+class LeanGemma3Decoder(LeanDecoder):
+    """`LeanDecoder`'s contract (same call, same cache, same masks) for `Gemma3ForCausalLM`."""
+
+    MODEL_TYPES = ("gemma3_text",)
+
+    @classmethod
+    def unsupported(cls, model: torch.nn.Module) -> str | None:
+        cfg = model.config
+        if getattr(cfg, "model_type", None) not in cls.MODEL_TYPES:
+            return f"model_type {getattr(cfg, 'model_type', None)!r} is not one of {cls.MODEL_TYPES}"
+        if type(model).__name__ != "Gemma3ForCausalLM":
+            return f"{type(model).__name__} is not a plain Gemma 3 causal LM"
+        if getattr(cfg, "_attn_implementation", "sdpa") != "sdpa":
+            return "attention implementation is not sdpa"
+        if getattr(cfg, "attn_logit_softcapping", None) is not None:
+            return "attention-logit soft-capping (sdpa cannot apply it)"
+        if getattr(cfg, "hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
+            return f"hidden_activation {cfg.hidden_activation!r} (the lean forward has gelu_pytorch_tanh)"
+        if getattr(cfg, "use_bidirectional_attention", False):
+            return "bidirectional attention"
+        if len({p.device for p in model.parameters()}) != 1:
+            return "model split over several devices"
+        for layer in model.model.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            linears = [getattr(a, n, None) for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+            linears += [getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+            if any(type(m) is not torch.nn.Linear or not m.weight.is_floating_point() for m in linears):
+                return "projections that are not plain floating-point nn.Linear (quantised?)"
+        return None
+
+    @torch.no_grad()
+    def __init__(self, model: torch.nn.Module, prepack: bool | None = None) -> None:
+        reason = self.unsupported(model)
+        if reason:
+            raise ValueError(f"lean forward unavailable: {reason}")
+        body, cfg = model.model, model.config
+        self._choose_prepack(model, prepack)
+        self.embed = body.embed_tokens  # scales by sqrt(hidden) itself
+        self.rotary = body.rotary_emb
+        self.final_norm = _norm_params(body.norm)
+        self.softcap = getattr(cfg, "final_logit_softcapping", None)
+        self.layer_types = tuple(cfg.layer_types)
+        self.layers = []
+        for layer in body.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, a.head_dim
+            wqkv, bqkv = self._fuse(a, ("q_proj", "k_proj", "v_proj"))
+            wgu, bgu = self._fuse(mlp, ("gate_proj", "up_proj"))
+            qk_w = torch.cat(
+                [_norm_params(a.q_norm)[0].expand(h, d), _norm_params(a.k_norm)[0].expand(kv, d)]
+            )
+            self.layers.append(
+                (
+                    _norm_params(layer.input_layernorm),
+                    self._linear(wqkv, bqkv),
+                    (h, kv, d),
+                    (qk_w, a.q_norm.eps),
+                    a.scaling,
+                    self._linear(a.o_proj.weight, a.o_proj.bias),
+                    _norm_params(layer.post_attention_layernorm),
+                    _norm_params(layer.pre_feedforward_layernorm),
+                    self._linear(wgu, bgu),
+                    self._linear(mlp.down_proj.weight, mlp.down_proj.bias),
+                    _norm_params(layer.post_feedforward_layernorm),
+                    mlp.gate_proj.out_features,
+                )
+            )
+
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
+        cache: TreeKVCache,
+        last_only: bool = False,
+    ) -> torch.Tensor:
+        """Logits [n, V] (or [1, V] with last_only) of `input_ids` [1, n] at `position_ids`,
+        writing their keys and values into `cache`."""
+        n = input_ids.shape[1]
+        x = self.embed(input_ids)
+        rope = {}
+        for kind in set(self.layer_types):
+            cos, sin = self.rotary(x, position_ids, kind)
+            rope[kind] = (cos[:, :, None], sin[:, :, None])  # [1, n, 1, d]: broadcast over heads
+        on_cpu = x.device.type == "cpu"
+        for i, (
+            norm_in,
+            qkv_proj,
+            (h, kv, d),
+            qk_norm,
+            scale,
+            o_proj,
+            norm_post_attn,
+            norm_pre_mlp,
+            gate_up_proj,
+            down_proj,
+            norm_post_mlp,
+            inter,
+        ) in enumerate(self.layers):
+            kind = self.layer_types[i]
+            layer_mask = mask.get(kind) if isinstance(mask, dict) else mask
+            qkv = qkv_proj(_gemma_rms_norm(x, *norm_in)).view(1, n, h + 2 * kv, d)
+            qk, v = qkv.split((h + kv, kv), dim=2)
+            qk = _gemma_rms_norm(qk, *qk_norm)
+            cos, sin = rope[kind]
+            qk = qk * cos + _rotate_half(qk) * sin
+            q, k = qk.transpose(1, 2).split((h, kv), dim=1)
+            k, v = cache.update(k, v.transpose(1, 2), i)
+            causal = layer_mask is None and n > 1
+            if h != kv and not (on_cpu or layer_mask is None):
+                k, v = k.repeat_interleave(h // kv, dim=1), v.repeat_interleave(h // kv, dim=1)
+            o = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=layer_mask, is_causal=causal, scale=scale, enable_gqa=h != k.shape[1]
+            )
+            x = x + _gemma_rms_norm(o_proj(o.transpose(1, 2).reshape(1, n, h * d)), *norm_post_attn)
+            gate, up = gate_up_proj(_gemma_rms_norm(x, *norm_pre_mlp)).split((inter, inter), dim=-1)
+            x = x + _gemma_rms_norm(down_proj(F.gelu(gate, approximate="tanh") * up), *norm_post_mlp)
+        if last_only:
+            x = x[:, -1:]
+        logits = self.lm_head(_gemma_rms_norm(x, *self.final_norm))[0]
+        if self.softcap is not None:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
