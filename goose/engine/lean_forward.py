@@ -30,6 +30,34 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
+def attend(
+    qk: torch.Tensor,
+    v: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    cache: TreeKVCache,
+    layer: int,
+    mask: torch.Tensor | None,
+    scale: float,
+    kv: int,
+) -> torch.Tensor:
+    """One layer's attention after the projections: RoPE on the fused queries|keys qk
+    [1, n, h + kv, d], the new keys and values v [1, n, kv, d] written into `cache`, sdpa with the
+    engine's `mask` (None: causal over the new rows), heads merged back to [1, n, h·d]. GQA: sdpa
+    repeats K/V itself on a CPU or without a mask, else they are repeated here (as `transformers`)."""
+    n, heads, d = qk.shape[1], qk.shape[2], qk.shape[3]
+    h = heads - kv
+    qk = qk * cos + _rotate_half(qk) * sin
+    q, k = qk.transpose(1, 2).split((h, kv), dim=1)
+    k, v = cache.update(k, v.transpose(1, 2), layer)
+    if h != kv and not (q.device.type == "cpu" or mask is None):
+        k, v = k.repeat_interleave(h // kv, dim=1), v.repeat_interleave(h // kv, dim=1)
+    o = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=mask is None and n > 1, scale=scale, enable_gqa=h != k.shape[1]
+    )
+    return o.transpose(1, 2).reshape(1, n, h * d)
+
+
 def lean_decoder(model: torch.nn.Module, prepack: bool | None = None) -> LeanDecoder:
     """The lean forward of `model`: `LeanDecoder` (Llama family, Qwen3) or `LeanGemma3Decoder`."""
     from goose.engine.lean_gemma3 import LeanGemma3Decoder
@@ -88,14 +116,24 @@ class LeanDecoder:
     def unsupported(cls, model: torch.nn.Module) -> str | None:
         """Why this model cannot use the lean forward (None if it can)."""
         cfg = model.config
-        if getattr(cfg, "model_type", None) not in cls.MODEL_TYPES:
-            return f"model_type {getattr(cfg, 'model_type', None)!r} is not one of {cls.MODEL_TYPES}"
-        if type(model).__name__ not in ("LlamaForCausalLM", "Qwen3ForCausalLM"):
-            return f"{type(model).__name__} is not a plain causal LM"
-        if getattr(cfg, "_attn_implementation", "sdpa") != "sdpa":
-            return "attention implementation is not sdpa"
+        reason = cls._common_unsupported(model, ("LlamaForCausalLM", "Qwen3ForCausalLM"))
+        if reason:
+            return reason
         if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "pretraining_tp", 1) != 1:
             return "unusual MLP (activation or pretraining_tp)"
+        return None
+
+    @classmethod
+    def _common_unsupported(cls, model: torch.nn.Module, classes: tuple[str, ...]) -> str | None:
+        """What every lean forward needs: its model type and class, sdpa, one device, and plain
+        floating-point projections."""
+        model_type = getattr(model.config, "model_type", None)
+        if model_type not in cls.MODEL_TYPES:
+            return f"model_type {model_type!r} is not one of {cls.MODEL_TYPES}"
+        if type(model).__name__ not in classes:
+            return f"{type(model).__name__} is not one of {', '.join(classes)}"
+        if getattr(model.config, "_attn_implementation", "sdpa") != "sdpa":
+            return "attention implementation is not sdpa"
         if len({p.device for p in model.parameters()}) != 1:
             return "model split over several devices"
         for layer in model.model.layers:
@@ -212,7 +250,6 @@ class LeanDecoder:
         x = self.embed(input_ids)
         cos, sin = self.rotary(x, position_ids)
         cos, sin = cos[:, :, None], sin[:, :, None]  # [1, n, 1, d]: broadcast over heads
-        on_cpu = x.device.type == "cpu"
         for i, (
             w_in,
             eps_in,
@@ -233,17 +270,7 @@ class LeanDecoder:
             qk, v = qkv.split((h + kv, kv), dim=2)  # queries and keys get the same norm and RoPE
             if qk_norm is not None:  # Qwen3: RMSNorm over each head (q_norm for q, k_norm for k)
                 qk = _rms_norm(qk, *qk_norm)
-            qk = qk * cos + _rotate_half(qk) * sin
-            q, k = qk.transpose(1, 2).split((h, kv), dim=1)
-            v = v.transpose(1, 2)
-            k, v = cache.update(k, v, i)
-            causal = layer_mask is None and n > 1
-            if h != kv and not (on_cpu or layer_mask is None):
-                k, v = k.repeat_interleave(h // kv, dim=1), v.repeat_interleave(h // kv, dim=1)
-            o = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=layer_mask, is_causal=causal, scale=scale, enable_gqa=h != k.shape[1]
-            )
-            x = x + o_proj(o.transpose(1, 2).reshape(1, n, h * d))
+            x = x + o_proj(attend(qk, v, cos, sin, cache, i, layer_mask, scale, kv))
             y = _rms_norm(x, w_post, eps_post)
             gate, up = gate_up_proj(y).split((inter, inter), dim=-1)
             x = x + down_proj(F.silu(gate) * up)

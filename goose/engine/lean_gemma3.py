@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from goose.engine.lean_forward import LeanDecoder, _rotate_half
+from goose.engine.lean_forward import LeanDecoder, attend
 
 if TYPE_CHECKING:
     from goose.engine.kv_cache import TreeKVCache
@@ -47,26 +47,15 @@ class LeanGemma3Decoder(LeanDecoder):
     @classmethod
     def unsupported(cls, model: torch.nn.Module) -> str | None:
         cfg = model.config
-        if getattr(cfg, "model_type", None) not in cls.MODEL_TYPES:
-            return f"model_type {getattr(cfg, 'model_type', None)!r} is not one of {cls.MODEL_TYPES}"
-        if type(model).__name__ != "Gemma3ForCausalLM":
-            return f"{type(model).__name__} is not a plain Gemma 3 causal LM"
-        if getattr(cfg, "_attn_implementation", "sdpa") != "sdpa":
-            return "attention implementation is not sdpa"
+        reason = cls._common_unsupported(model, ("Gemma3ForCausalLM",))
+        if reason:
+            return reason
         if getattr(cfg, "attn_logit_softcapping", None) is not None:
             return "attention-logit soft-capping (sdpa cannot apply it)"
         if getattr(cfg, "hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
             return f"hidden_activation {cfg.hidden_activation!r} (the lean forward has gelu_pytorch_tanh)"
         if getattr(cfg, "use_bidirectional_attention", False):
             return "bidirectional attention"
-        if len({p.device for p in model.parameters()}) != 1:
-            return "model split over several devices"
-        for layer in model.model.layers:
-            a, mlp = layer.self_attn, layer.mlp
-            linears = [getattr(a, n, None) for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
-            linears += [getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
-            if any(type(m) is not torch.nn.Linear or not m.weight.is_floating_point() for m in linears):
-                return "projections that are not plain floating-point nn.Linear (quantised?)"
         return None
 
     @torch.no_grad()
@@ -123,7 +112,6 @@ class LeanGemma3Decoder(LeanDecoder):
         for kind in set(self.layer_types):
             cos, sin = self.rotary(x, position_ids, kind)
             rope[kind] = (cos[:, :, None], sin[:, :, None])  # [1, n, 1, d]: broadcast over heads
-        on_cpu = x.device.type == "cpu"
         for i, (
             norm_in,
             qkv_proj,
@@ -143,17 +131,8 @@ class LeanGemma3Decoder(LeanDecoder):
             qkv = qkv_proj(_gemma_rms_norm(x, *norm_in)).view(1, n, h + 2 * kv, d)
             qk, v = qkv.split((h + kv, kv), dim=2)
             qk = _gemma_rms_norm(qk, *qk_norm)
-            cos, sin = rope[kind]
-            qk = qk * cos + _rotate_half(qk) * sin
-            q, k = qk.transpose(1, 2).split((h, kv), dim=1)
-            k, v = cache.update(k, v.transpose(1, 2), i)
-            causal = layer_mask is None and n > 1
-            if h != kv and not (on_cpu or layer_mask is None):
-                k, v = k.repeat_interleave(h // kv, dim=1), v.repeat_interleave(h // kv, dim=1)
-            o = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=layer_mask, is_causal=causal, scale=scale, enable_gqa=h != k.shape[1]
-            )
-            x = x + _gemma_rms_norm(o_proj(o.transpose(1, 2).reshape(1, n, h * d)), *norm_post_attn)
+            o = attend(qk, v, *rope[kind], cache, i, layer_mask, scale, kv)
+            x = x + _gemma_rms_norm(o_proj(o), *norm_post_attn)
             gate, up = gate_up_proj(_gemma_rms_norm(x, *norm_pre_mlp)).split((inter, inter), dim=-1)
             x = x + _gemma_rms_norm(down_proj(F.gelu(gate, approximate="tanh") * up), *norm_post_mlp)
         if last_only:
