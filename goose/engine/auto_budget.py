@@ -29,6 +29,21 @@ for the spine and 0.35 / (rank + 1) for other sources, strength 2 pseudo-observa
 first steps of a run draft moderately sized trees and the data take over after a few steps.
 Counts persist across the prompts of a run (they describe the model and the benchmark, not the
 prompt) and are halved when a cell passes `cap` reached nodes, so the estimate keeps adapting.
+
+Forgetting (the wrapper's `decay`, 0.99 per verification step: a half-life of ~69 steps). Every
+step multiplies all counts by `decay`, whether or not the step reached a cell, so an unobserved
+cell drifts back towards its prior (discounted Beta-Bernoulli estimates, as discounted UCB /
+Thompson sampling do for non-stationary bandits; Garivier & Moulines 2011). Without it the cut is
+an absorbing state: a source that fails a dozen times in a row (SAM-Decoding's chain copying the
+wrong period of a repetitive output) falls below the first node's break-even rate, is cut to the
+anchor from then on, is never reached again, and so is never re-estimated, for the rest of the
+run (measured before the fix: `sam` with budget=auto on SmolLM2 fp32, after its chain's first
+token was rejected 16 times on the periodic output of HumanEval/1, cut 193 of its next 209
+chains to the anchor, and its τ fell to 1.14 over the 50 prompts of `make bench`;
+tests/engine/test_auto_budget.py replays the trap). With decay the cell reopens after about one half-life, costs a few rejected nodes
+(a fraction of a node per step), and is kept again if the source has recovered. The paper is
+silent (budget=auto is this harness's); 0.99 keeps ~100 trees of memory for cells reached every
+step, enough for a rate to within +-0.05.
 Known bias: the EOS / max_new_tokens cut of a run's last step can make accepted nodes look
 rejected (once per prompt; negligible).
 
@@ -54,6 +69,7 @@ from goose.engine.verifier import VerificationEngine
 
 MAX_DEPTH_BUCKET = 16
 MAX_RANK_BUCKET = 8
+AUTO_DECAY = 0.99  # per-step forgetting of the acceptance counts (module docstring, "Forgetting")
 NUM_SOURCES = 8  # source labels are small ints (ROOT, SPINE, BRANCH, baselines' own)
 
 
@@ -75,9 +91,13 @@ class AcceptanceModel:
         spine_prior: float = 0.6,
         branch_prior: float = 0.35,
         cap: float = 256.0,
+        decay: float = 1.0,
     ):
         if prior_strength <= 0 or cap <= 0:
             raise ValueError("prior_strength and cap must be positive")
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(f"decay must be in (0, 1], got {decay}")
+        self.decay = decay
         shape = (NUM_SOURCES, MAX_DEPTH_BUCKET + 1, MAX_RANK_BUCKET + 1)
         ranks = np.arange(MAX_RANK_BUCKET + 1, dtype=np.float64)
         prior = np.broadcast_to(branch_prior / (ranks + 1.0), shape).copy()
@@ -132,6 +152,13 @@ class AcceptanceModel:
             q[i] = q[parents[i]] * r[i - 1]
         return q
 
+    def age(self) -> None:
+        """One verification step passed: every count is multiplied by `decay` (module docstring,
+        "Forgetting"); a no-op at decay = 1."""
+        if self.decay < 1.0:
+            self.reached *= self.decay
+            self.accepted *= self.decay
+
     def update(
         self, tree: DraftTree, keys: tuple[np.ndarray, np.ndarray, np.ndarray], accepted_nodes: list[int]
     ) -> None:
@@ -155,6 +182,8 @@ class AutoBudgetDrafter(Drafter):
     min_nodes       smallest tree to verify (1 = AR allowed)
     max_nodes       optional cap on the verified tree
     prior_strength  pseudo-observations of the acceptance prior (see module docstring)
+    decay           per-step forgetting factor of the acceptance counts, in (0, 1] (see module
+                    docstring, "Forgetting"; 1 = remember everything)
 
     stats (added to the inner drafter's): auto_trees (trees offered to the wrapper),
     auto_nodes_proposed / auto_nodes_verified (summed sizes before / after the cut),
@@ -168,6 +197,7 @@ class AutoBudgetDrafter(Drafter):
         min_nodes: int = 1,
         max_nodes: int | None = None,
         prior_strength: float = 2.0,
+        decay: float = AUTO_DECAY,
     ) -> None:
         super().__init__(name=inner.name)
         if min_nodes < 1 or (max_nodes is not None and max_nodes < min_nodes):
@@ -177,7 +207,7 @@ class AutoBudgetDrafter(Drafter):
         self.min_nodes = min_nodes
         self.max_nodes = max_nodes
         self.prior_strength = prior_strength
-        self.acceptance = AcceptanceModel(prior_strength)
+        self.acceptance = AcceptanceModel(prior_strength, decay=decay)
         self._lat = np.asarray(latency.curve(128))
         self._keys: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._own: dict[str, int] = {}
@@ -216,6 +246,7 @@ class AutoBudgetDrafter(Drafter):
             "auto_min_nodes": self.min_nodes,
             "auto_max_nodes": self.max_nodes,
             "auto_prior_strength": self.prior_strength,
+            "auto_decay": self.acceptance.decay,
         }
 
     def _latencies(self, n: int) -> np.ndarray:
@@ -270,6 +301,7 @@ class AutoBudgetDrafter(Drafter):
         if self._keys is not None and len(tree) > 1:
             keys = self._keys if len(self._keys[0]) == len(tree) - 1 else self.acceptance.keys(tree)
             self.acceptance.update(tree, keys, outcome.accepted_nodes)
+        self.acceptance.age()  # every step, the ones cut to the anchor included
         self.inner.observe(tree, outcome)
 
     def end(self) -> None:

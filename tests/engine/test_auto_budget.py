@@ -153,3 +153,46 @@ def test_goose_spine_count_follows_the_cut():
     )
     drafter.observe(tree, outcome)
     assert goose.ema.value == pytest.approx(goose.cfg.ema_alpha * 1.0 + (1 - goose.cfg.ema_alpha) * before)
+
+
+def _trap_replay(decay: float) -> list[int]:
+    """A chain source that fails 30 times in a row and then recovers (every node accepted), under a
+    latency curve where the first node breaks even at r = 0.1: the b chosen at each step."""
+    lat = LatencyTable(sizes=[1, 2, 8], seconds=[1.0, 1.1, 1.7])
+    drafter = AutoBudgetDrafter(FixedDrafter(DraftTree.chain(1, [10, 11, 12, 13], SPINE)), lat, decay=decay)
+    drafter.begin([1], torch.zeros(1, 4))
+    chosen = []
+    for step in range(400):
+        tree = drafter.propose([1])
+        chosen.append(len(tree))
+        accepted = list(range(len(tree))) if step >= 30 else [0]  # the source recovers at step 30
+        drafter.observe(tree, VerifyOutcome(torch.zeros(len(tree), 4), [0] * len(tree), accepted, [1]))
+    return chosen
+
+
+def test_a_source_cut_to_the_anchor_is_re_estimated_after_it_recovers():
+    """Without forgetting the cut is absorbing: once the rate falls below break-even the node is
+    never verified again, so the recovery at step 30 is never seen (decay=1 shows the failure)."""
+    frozen = _trap_replay(decay=1.0)
+    assert frozen[0] > 1 and frozen[29] == 1
+    assert all(b == 1 for b in frozen[30:])  # the trap this test guards against
+    forgetting = _trap_replay(decay=0.99)
+    assert forgetting[29] == 1  # it did cut the failing source
+    reopened = next(i for i, b in enumerate(forgetting) if i >= 30 and b > 1)
+    assert reopened < 30 + 120  # within about one and a half half-lives
+    assert all(b == 5 for b in forgetting[reopened + 20 :])  # and keeps the recovered chain
+
+
+def test_forgetting_pulls_an_unobserved_cell_back_to_its_prior():
+    model = AcceptanceModel(prior_strength=2.0, decay=0.9)
+    tree = DraftTree.chain(1, [10], SPINE)
+    keys = model.keys(tree)
+    prior = model.rates(keys)[0]
+    for _ in range(20):
+        model.update(tree, keys, [0])
+    low = model.rates(keys)[0]
+    for _ in range(100):
+        model.age()
+    assert low < 0.1 and model.rates(keys)[0] == pytest.approx(prior, abs=1e-3)
+    with pytest.raises(ValueError, match="decay"):
+        AcceptanceModel(decay=0.0)
