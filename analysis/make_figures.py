@@ -32,6 +32,7 @@ from analysis import (
     tau_decomposition,
     time_split,
     topology,
+    wall_clock,
 )
 from analysis.load import Results, load
 from analysis.report import Output, Skip
@@ -50,6 +51,7 @@ SCRIPTS = [
     non_degradation,
     opt_tree,
     sampling,
+    wall_clock,
 ]
 
 

@@ -354,8 +354,60 @@ EXPECTED = {
 }
 
 
+def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
+    """A `make bench` record: 2 benches, 2 repeats, engine AR, Goose auto and hf:pld."""
+    import json
+
+    per_bench = {
+        "humaneval": {"engine:ar": [10.0, 20.0], "engine:goose:auto": [30.0, 50.0], "hf:pld": [15.0, 25.0]},
+        "gsm8k": {"engine:ar": [10.0, 10.0], "engine:goose:auto": [15.0, 20.0], "hf:pld": [10.0, 10.0]},
+    }
+    record = {
+        "args": {"model": "smollm2-135m", "limit": 2, "repeats": 2, "max_new_tokens": 16, "threads": 2},
+        "dtype": "bfloat16",
+        "environment": {"hardware": {"cpu": "test-cpu"}},
+        "summary": {
+            "tokens_per_s": {
+                "engine:ar": [10.0, 15.0],
+                "engine:goose:auto": [20.0, 30.0],
+                "hf:pld": [12.5, 15.0],
+            },
+            "tokens_per_s_per_bench": per_bench,
+        },
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
+    from analysis import wall_clock
+    from analysis.report import Skip
+
+    out = tmp_path / "fig"
+    with pytest.raises(Skip, match="no greedy `make bench` record"):
+        wall_clock.build(None, out)
+    write_bench_record(out)
+    write_bench_record(out, "bench_sampling_T0.7_bfloat16.json")  # sampling records are not read
+    files = {p.name for p in wall_clock.build(None, out).files}
+    assert files == {
+        f"wall_clock_bfloat16_vs_{b}.{e}" for b in ("engine_ar", "hf_pld") for e in ("md", "tex")
+    }
+    table = (out / "wall_clock_bfloat16_vs_engine_ar.md").read_text()
+    goose = next(line for line in table.splitlines() if line.startswith("| engine:goose:auto"))
+    # HumanEval: repeats 30/10 = 3.0 and 50/20 = 2.5; GSM8K 1.5 and 2.0; all prompts 2.0 and 2.0
+    assert goose == "| engine:goose:auto | 2.75 [2.50, 3.00] | 1.75 [1.50, 2.00] | 2.00 [2.00, 2.00] |"
+    assert "hf:pld | 1.38 [1.25, 1.50]" in table  # 15/10, 25/20
+    assert (
+        "engine:goose:auto | 2.00 [2.00, 2.00] | 1.75 [1.50, 2.00] | 1.80 [1.60, 2.00]"
+        in (out / "wall_clock_bfloat16_vs_hf_pld.md").read_text()
+    )
+
+
 def test_make_figures_writes_every_file(grid, tmp_path, capsys):
     out = tmp_path / "fig"
+    write_bench_record(out)
     assert make_figures.main(["--results", str(grid), "--out", str(out)]) == 0
     written = {p.name for p in out.iterdir()}
     assert EXPECTED <= written, EXPECTED - written

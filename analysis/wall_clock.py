@@ -1,0 +1,90 @@
+"""Wall-clock speed-ups per benchmark from `make bench` (experiments/bench.py): each contender's
+tokens/s over engine AR's and over transformers' prompt-lookup `generate` (hf:pld), per benchmark
+and over all prompts, median [min, max] over the interleaved repeats, one table per bench record.
+
+Reads the greedy bench records `<out>/bench_<dtype>.json` that `make bench` writes next to the
+figures (sampling records, `bench_sampling_*`, are left to their own protocol). The ratio of a
+repeat is taken within that repeat (both contenders ran interleaved on the same prompts), then
+summarised over repeats. Wall-clock is machine-dependent: the caption names the run's CPU, threads
+and protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from analysis.load import Results, bench_name
+from analysis.report import Output, Skip, cli, write_table
+
+DESCRIPTION = __doc__.splitlines()[0]
+BASELINES = ("engine:ar", "hf:pld")
+
+
+def spread(values: list[float]) -> str:
+    """median [min, max] of per-repeat ratios."""
+    return f"{statistics.median(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+
+
+def ratios(per_repeat: dict[str, list[float]], name: str, baseline: str) -> list[float]:
+    """Per-repeat tokens/s of `name` over `baseline`."""
+    return [a / b for a, b in zip(per_repeat[name], per_repeat[baseline], strict=True) if b > 0]
+
+
+def bench_records(out: Path) -> list[tuple[Path, dict]]:
+    """The greedy `make bench` records in `out`, by file name."""
+    records = []
+    for path in sorted(out.glob("bench_*.json")):
+        if path.name.startswith("bench_sampling"):
+            continue
+        data = json.loads(path.read_text())
+        if "summary" in data and float(data.get("args", {}).get("temperature") or 0) == 0:
+            records.append((path, data))
+    return records
+
+
+def build(res: Results, out: Path) -> Output:
+    del res  # the records are bench JSONs, not result rows
+    records = bench_records(out)
+    if not records:
+        raise Skip(f"no greedy `make bench` record (bench_<dtype>.json) in {out}")
+    output = Output()
+    for path, data in records:
+        summary, args = data["summary"], data["args"]
+        per_bench = summary["tokens_per_s_per_bench"]
+        benches = list(per_bench)
+        overall = summary["tokens_per_s"]
+        for baseline in BASELINES:
+            if baseline not in overall:
+                output.notes.append(f"{path.name}: no {baseline} contender, no table over it")
+                continue
+            rows = []
+            for name in overall:
+                if name == baseline:
+                    continue
+                row = [name]
+                for b in benches:
+                    row.append(spread(ratios(per_bench[b], name, baseline)))
+                row.append(spread(ratios(overall, name, baseline)))
+                rows.append(row)
+            hw = data.get("environment", {}).get("hardware", {})
+            caption = (
+                f"Tokens/s over {baseline}, median [min, max] over {args.get('repeats')} interleaved repeats: "
+                f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, first {args.get('limit')} prompts of each "
+                f"benchmark, {args.get('max_new_tokens')} new tokens, raw prompts; {hw.get('cpu')} with "
+                f"{args.get('threads')} threads (`{path.name}`)"
+            )
+            stem = f"wall_clock_{path.stem.removeprefix('bench_')}_vs_{baseline.replace(':', '_')}"
+            output.files += write_table(
+                out,
+                stem,
+                ["contender", *[bench_name(b) for b in benches], "all prompts"],
+                rows,
+                caption,
+            )
+    return output
+
+
+if __name__ == "__main__":
+    cli(build, DESCRIPTION)
