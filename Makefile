@@ -12,6 +12,8 @@ FIGURES ?= figures
 THREADS ?= 2
 BENCH_DTYPE ?= bfloat16
 BENCH_ARGS ?= --limit 20 --repeats 3
+# Engine contenders besides AR (`:auto` = budget=auto): Goose and the methods beyond the paper.
+BENCH_METHODS ?= goose:auto,opt_tree:auto,suffix:auto,sam:auto,tr:auto,pld
 
 # make reference: the CPU-sized presets whose rows ship in results/ (sequential, so that the
 # wall-clock columns are not distorted by jobs competing for the cores); resumable.
@@ -42,8 +44,8 @@ lint:
 figures:  ## every figure and table of the paper from what is in $(RESULTS)
 	$(PYTHON) -m analysis.make_figures --results $(RESULTS) --out $(FIGURES)
 
-bench:  ## wall-clock, side by side in one process: engine AR / Goose (fixed, auto) / transformers generate
-	$(PYTHON) -m experiments.bench --threads $(THREADS) --dtype $(BENCH_DTYPE) $(BENCH_ARGS) \
+bench:  ## wall-clock, side by side in one process: engine AR / the tree methods (budget=auto) / transformers generate
+	$(PYTHON) -m experiments.bench --threads $(THREADS) --dtype $(BENCH_DTYPE) --methods $(BENCH_METHODS) $(BENCH_ARGS) \
 		--out $(FIGURES)/bench_$(BENCH_DTYPE).json
 
 SAMPLING_TEMPERATURES ?= 0.7 1.0
