@@ -55,6 +55,12 @@ def build(res: Results, out: Path) -> Output:
         per_bench = summary["tokens_per_s_per_bench"]
         benches = list(per_bench)
         overall = summary["tokens_per_s"]
+        hw = data.get("environment", {}).get("hardware", {})
+        protocol = (
+            f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, first {args.get('limit')} prompts of each "
+            f"benchmark, {args.get('max_new_tokens')} new tokens, raw prompts; {hw.get('cpu')} with "
+            f"{args.get('threads')} threads (`{path.name}`)"
+        )
         for baseline in BASELINES:
             if baseline not in overall:
                 output.notes.append(f"{path.name}: no {baseline} contender, no table over it")
@@ -68,12 +74,9 @@ def build(res: Results, out: Path) -> Output:
                     row.append(spread(ratios(per_bench[b], name, baseline)))
                 row.append(spread(ratios(overall, name, baseline)))
                 rows.append(row)
-            hw = data.get("environment", {}).get("hardware", {})
             caption = (
                 f"Tokens/s over {baseline}, median [min, max] over {args.get('repeats')} interleaved repeats: "
-                f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, first {args.get('limit')} prompts of each "
-                f"benchmark, {args.get('max_new_tokens')} new tokens, raw prompts; {hw.get('cpu')} with "
-                f"{args.get('threads')} threads (`{path.name}`)"
+                + protocol
             )
             stem = f"wall_clock_{path.stem.removeprefix('bench_')}_vs_{baseline.replace(':', '_')}"
             output.files += write_table(

@@ -40,10 +40,11 @@ anchor from then on, is never reached again, and so is never re-estimated, for t
 run (measured before the fix: `sam` with budget=auto on SmolLM2 fp32, after its chain's first
 token was rejected 16 times on the periodic output of HumanEval/1, cut 193 of its next 209
 chains to the anchor, and its τ fell to 1.14 over the 50 prompts of `make bench`;
-tests/engine/test_auto_budget.py replays the trap). With decay the cell reopens after about one half-life, costs a few rejected nodes
-(a fraction of a node per step), and is kept again if the source has recovered. The paper is
-silent (budget=auto is this harness's); 0.99 keeps ~100 trees of memory for cells reached every
-step, enough for a rate to within +-0.05.
+tests/engine/test_auto_budget.py replays the trap). With decay the cell reopens after about one
+half-life, costs a few rejected nodes (a fraction of a node per step), and is kept again if the
+source has recovered. The paper is silent (budget=auto is this harness's); 0.99 keeps ~100 trees
+of memory for cells reached every step, enough for a rate to within +-0.05.
+
 Known bias: the EOS / max_new_tokens cut of a run's last step can make accepted nodes look
 rejected (once per prompt; negligible).
 
