@@ -21,7 +21,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-all lint figures bench bench-sampling cost-curve reference clean-scratch
+.PHONY: install assets test test-all lint figures bench bench-sampling cost-curve gpu-check reference clean-scratch
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -62,6 +62,13 @@ reference:  ## re-run (resume) the CPU presets into $(RESULTS)
 	for p in $(REFERENCE_PRESETS); do \
 		$(PYTHON) run.py +experiment=$$p data_dir=$(DATA_DIR) out_dir=$(RESULTS) threads=$(THREADS) || exit 1; \
 	done
+
+# make gpu-check: the engine on CUDA and the paper's shapes timed at 7B (figures/gpu/); without CUDA
+# the same stages at toy sizes on the CPU (figures/gpu-check-cpu/). E.g. GPU_CHECK_ARGS="--stages timing".
+GPU_CHECK_ARGS ?=
+
+gpu-check:  ## CUDA correctness (3 dtypes), SmolLM2 lossless on the device, 7B-shape cost curves, projected speed-ups
+	$(PYTHON) -m experiments.gpu_check --data-dir $(DATA_DIR) $(GPU_CHECK_ARGS)
 
 cost-curve:  ## verification latency against tree size on this machine (figure + CSV + JSON)
 	$(PYTHON) -m experiments.cost_curve --threads $(THREADS) --dtypes float32,bfloat16 --out-dir $(FIGURES)

@@ -4,7 +4,8 @@ the machine's hardware floor.
 For each dtype the model is loaded once and three engines share it: `transformers` (the model's
 own forward), `lean` (goose.engine.lean_forward with plain `F.linear`, the fallback) and
 `lean+prepack` (the same with weights reordered once for oneDNN, goose.engine.packed_linear; the
-default on a CPU). Rounds are interleaved (round r measures every variant once, the order of the
+default on a CPU); `--variants ...,lean+compile` adds the lean forward through torch.compile
+(`compile_forward`, compiled at the warm-up). Rounds are interleaved (round r measures every variant once, the order of the
 variants alternating), each round is one `goose.engine.cost_model.calibrate` (median of
 --repeats steps per size after a KV cache of --kv-len tokens); the table gives the median over
 rounds and the min-max spread, each step as a multiple of its floor (goose.engine.hardware_limit:
@@ -31,7 +32,13 @@ from goose.harness.compose import compose_config
 from goose.harness.models import load_model
 from goose.harness.runner import environment, warm_up
 
-VARIANTS = {"transformers": {"lean": False}, "lean": {"prepack": False}, "lean+prepack": {"prepack": True}}
+VARIANTS = {
+    "transformers": {"lean": False},
+    "lean": {"prepack": False},
+    "lean+prepack": {"prepack": True},
+    "lean+compile": {"compile_forward": True},  # torch.compile(dynamic=True); not in the default set
+}
+DEFAULT_VARIANTS = ("transformers", "lean", "lean+prepack")
 
 
 def measure(
@@ -100,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--dtypes", default="float32,bfloat16")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"any of {', '.join(VARIANTS)}")
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"any of {', '.join(VARIANTS)}")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--kv-len", type=int, default=256)
     ap.add_argument("--sizes", default="1,2,4,16,64")

@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--dtype", default=None, help="override the model's dtype (float32, float16, bfloat16)")
+    ap.add_argument("--device", default=None, help="override the model's device (cpu, cuda, cuda:1, ...)")
     ap.add_argument("--data-dir", default="../shared/data", help="folder laid out like ../shared/data")
     ap.add_argument(
         "--out", default="outputs/lossless_stress", help="rows and summary.json go here (not results/)"
@@ -99,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides.append(f"bench.limit={args.limit}")
     if args.dtype:
         overrides.append(f"model.dtype={args.dtype}")
+    if args.device:
+        overrides.append(f"model.device={args.device}")
     out = Path(args.out)
     if out.resolve() == (CONF.parent / "results" / "reference").resolve():
         ap.error("--out must not be results/reference/ (the shipped reference runs live there)")

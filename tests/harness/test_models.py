@@ -95,3 +95,14 @@ def test_cached_load_matches_gguf_load() -> None:
     assert torch.equal(ids, cached.tokenizer("The capital of France is", return_tensors="pt").input_ids)
     with torch.no_grad():
         assert torch.equal(fresh.model(ids).logits, cached.model(ids).logits)
+
+
+def test_goose_gguf_dir_is_looked_at_first_and_ignored_when_it_lacks_the_file(tmp_path, monkeypatch):
+    """An offline box without the asset packages points GOOSE_GGUF_DIR at a folder of GGUF files."""
+    (tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("GOOSE_GGUF_DIR", str(tmp_path))
+    assert models.locate_gguf("no_such_package", "SmolLM2-135M-Instruct.Q4_1.gguf") == (
+        tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
+    with pytest.raises(models.ModelUnavailableError, match="'no_such_package' is not installed"):
+        models.locate_gguf("no_such_package", "other.gguf")

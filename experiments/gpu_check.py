@@ -1,0 +1,704 @@
+"""`make gpu-check`: the engine proven on CUDA, and the paper's setting measured at 7B scale, in one
+command; one JSON record, a figure and a table under figures/gpu/, and a printed summary.
+
+Stages (`--stages`, default all, in this order; each merges its section into <out>/gpu_check.json,
+so that a run can be split over several invocations, e.g. where one command's time is limited):
+
+  tests       pytest tests/engine/test_devices.py and test_device_map.py on the device: tiny random
+              Llama, Qwen3 and Gemma-3 models in fp32, fp16 and bf16 (tree logits equal sequential
+              decoding within each dtype's tolerance, KV compaction exact) and a model split over
+              two devices by a device_map (GPU + CPU) decoding as on one device.
+  lossless    SmolLM2-135M on the device (experiments.lossless_stress): every method against AR on
+              the first --limit prompts of the three packaged benchmarks; fp32 must be identical
+              token for token, fp16 and bf16 divergences are classified by their top-2 margin.
+  timing      per shape (conf/shape: Vicuna-7B, Llama-3-8B, Qwen3-8B with random weights, fp16):
+              the verification cost curve t(n)/t(1) for n = 1..256 at KV lengths 512 and 2048
+              (goose.engine.cost_model.calibrate), prefill times, and the engine's AR tokens/s
+              against `transformers` `generate` on the same model, interleaved repeats; with
+              --compile also the engine with its lean forward through torch.compile.
+  projection  analysis.projection: the per-step tree sizes of the shipped SmolLM2 rows replayed
+              against each shape's cost curve plus each method's drafting time (from this run's
+              SmolLM2 rows where the lossless stage ran, else from the shipped rows): a projected
+              speed-up per method and benchmark, labelled as a projection from SmolLM2's acceptance.
+  figures     <out>/cost_curve.png (t(n)/t(1) per shape and KV length) and <out>/projection.md.
+
+Random weights are fine for timing (latency depends on shapes, not values) and meaningless for
+acceptance: every timing section says `random_weights: true`, and no τ comes from them.
+
+Without CUDA the same stages run at toy sizes on the CPU (conf/shape/toy-*, KV 64 and 128, trees up
+to 32 nodes, one prompt, 16 tokens) into figures/gpu-check-cpu/, and the summary says that no GPU
+was found: this keeps the script working in CI; none of its figures describes a GPU.
+
+    python -m experiments.gpu_check                               # everything (CUDA if present)
+    python -m experiments.gpu_check --stages timing,projection,figures --shapes vicuna-7b
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+import xml.etree.ElementTree as ET  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+
+from analysis.projection import (  # noqa: E402
+    CostCurve,
+    PrefillCurve,
+    host_seconds_per_step,
+    markdown,
+    project,
+    read_rows,
+    select_rows,
+)
+from goose.engine.cost_model import calibrate  # noqa: E402
+from goose.engine.decode import generate  # noqa: E402
+from goose.engine.drafter import ARDrafter  # noqa: E402
+from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
+from goose.harness.models import parse_dtype  # noqa: E402
+from goose.harness.random_models import load_shape, random_model  # noqa: E402
+from goose.harness.runner import environment  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("tests", "lossless", "timing", "projection", "figures")
+RECORD = "gpu_check.json"
+# The issue's targets at 7B shape in fp16 (checked on a GPU run only).
+TARGET_T64 = 1.3  # t(64)/t(1) at most
+TARGET_AR_OVER_GENERATE = 1.2  # engine AR tokens/s over transformers generate, at least
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """The sizes of one run: `GPU` (the issue's protocol) or `CPU` (toy sizes, same code paths)."""
+
+    device: str
+    out: str
+    shapes: tuple[str, ...]
+    dtype: str  # of the timing models
+    kv_lens: tuple[int, ...]
+    sizes: tuple[int, ...]
+    repeats: int  # cost curve: timed steps per size and KV length (median)
+    prefill_lengths: tuple[int, ...]
+    prompt_len: int  # AR vs generate: random prompt length
+    new_tokens: int
+    ar_repeats: int  # interleaved rounds (median [min, max] over them)
+    compile: bool
+    lossless_dtypes: tuple[str, ...]
+    lossless_methods: str | None  # comma-separated; None = every method
+    lossless_benches: tuple[str, ...]
+    lossless_limit: int
+    lossless_tokens: int
+
+
+GPU = Profile(
+    device="cuda",
+    out="figures/gpu",
+    shapes=("vicuna-7b", "llama3-8b", "qwen3-8b"),
+    dtype="float16",
+    kv_lens=(512, 2048),
+    sizes=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256),
+    repeats=5,
+    prefill_lengths=(128, 512, 2048),
+    prompt_len=128,
+    new_tokens=128,
+    ar_repeats=3,
+    compile=True,
+    lossless_dtypes=("float32", "float16", "bfloat16"),
+    lossless_methods=None,
+    lossless_benches=("humaneval", "mtbench", "gsm8k"),
+    lossless_limit=5,
+    lossless_tokens=128,
+)
+CPU = Profile(
+    device="cpu",
+    out="figures/gpu-check-cpu",
+    shapes=("toy-llama", "toy-qwen3"),
+    dtype="float32",
+    kv_lens=(64, 128),
+    sizes=(1, 2, 4, 8, 16, 32),
+    repeats=2,
+    prefill_lengths=(32, 128),
+    prompt_len=32,
+    new_tokens=16,
+    ar_repeats=2,
+    compile=False,
+    lossless_dtypes=("float32", "bfloat16"),
+    lossless_methods="pld,goose",
+    lossless_benches=("humaneval",),
+    lossless_limit=1,
+    lossless_tokens=16,
+)
+
+
+def _relative(path: Path) -> str:
+    """`path` relative to the repository where it lies inside it (records travel between machines)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path.resolve())
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def release(device: str) -> None:
+    gc.collect()
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------------------------ tests
+def stage_tests(profile: Profile, work: Path) -> dict[str, Any]:
+    """The device tests through pytest in a subprocess; counts and failed test ids from its JUnit XML."""
+    junit = work / "device_tests.xml"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/engine/test_devices.py",
+        "tests/engine/test_device_map.py",
+        "--device",
+        profile.device,
+        f"--junitxml={junit}",
+    ]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    failed: list[str] = []
+    if junit.is_file():
+        for suite in ET.parse(junit).getroot().iter("testsuite"):
+            for key in counts:
+                counts[key] += int(suite.get(key, 0))
+            for case in suite.iter("testcase"):
+                bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+                if bad is not None:
+                    message = (bad.get("message") or "").splitlines()[:1]
+                    failed.append(f"{case.get('name')}: {message[0] if message else ''}"[:300])
+    passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    return {
+        "device": profile.device,
+        "command": " ".join(["python", *cmd[1:-1]]),
+        "returncode": proc.returncode,
+        "passed": passed,
+        "failed": counts["failures"] + counts["errors"],
+        "skipped": counts["skipped"],
+        "failed_tests": failed,
+        "output_tail": proc.stdout[-2000:] + proc.stderr[-1000:],
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+# ------------------------------------------------------------------------------------ lossless
+def stage_lossless(profile: Profile, work: Path, data_dir: str) -> dict[str, Any]:
+    """SmolLM2 on the device through experiments.lossless_stress, one run per dtype."""
+    from experiments import lossless_stress
+
+    out: dict[str, Any] = {
+        "model": "smollm2-135m",
+        "benches": list(profile.lossless_benches),
+        "limit": profile.lossless_limit,
+        "max_new_tokens": profile.lossless_tokens,
+    }
+    for dtype in profile.lossless_dtypes:
+        run_dir = work / "lossless" / dtype
+        argv = [
+            "--device",
+            profile.device,
+            "--dtype",
+            dtype,
+            "--limit",
+            str(profile.lossless_limit),
+            "--max-new-tokens",
+            str(profile.lossless_tokens),
+            "--benches",
+            ",".join(profile.lossless_benches),
+            "--data-dir",
+            data_dir,
+            "--out",
+            str(run_dir),
+        ]
+        if profile.lossless_methods:
+            argv += ["--methods", profile.lossless_methods]
+        t0 = time.perf_counter()
+        try:
+            rc = lossless_stress.main(argv)
+        except Exception as exc:  # a missing model or benchmark must not hide the other checks
+            out[dtype] = {
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()[-2000:],
+            }
+            continue
+        summary_file = run_dir / "summary.json"
+        if rc == 2 or not summary_file.is_file():
+            out[dtype] = {"error": f"lossless_stress exited {rc} before running (see its message above)"}
+            continue
+        summary = json.loads(summary_file.read_text())["summary"]
+        methods = {}
+        mismatches = []
+        for method, per_bench in summary.items():
+            agg = {"prompts": 0, "identical": 0, "near_tie": 0, "real": 0, "failed": 0}
+            for bench, s in per_bench.items():
+                agg["prompts"] += s["prompts"]
+                agg["identical"] += s["identical"]
+                agg["failed"] += len(s["failed"])
+                for m in s["mismatches"]:
+                    agg["near_tie" if m["near_tie"] else "real"] += 1
+                    mismatches.append({"method": method, "bench": bench, **m})
+            methods[method] = agg
+        out[dtype] = {
+            "returncode": rc,
+            "seconds": time.perf_counter() - t0,
+            "methods": methods,
+            "totals": {k: sum(m[k] for m in methods.values()) for k in next(iter(methods.values()))},
+            "mismatches": mismatches,
+            "rows": _relative(run_dir),
+        }
+        release(profile.device)
+    return out
+
+
+# ------------------------------------------------------------------------------------ timing
+def random_prompt(vocab: int, length: int, seed: int) -> list[int]:
+    return torch.randint(0, vocab, (length,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def time_prefill(engine: VerificationEngine, vocab: int, lengths: tuple[int, ...], repeats: int = 3) -> dict:
+    """Median seconds of a prefill (last row only, as for drafters that do not harvest it)."""
+    seconds = []
+    for length in lengths:
+        prompt = random_prompt(vocab, length, seed=length)
+        samples = []
+        for r in range(repeats + 1):
+            t0 = sync_clock(engine.device)
+            engine.prefill(prompt, max_new_tokens=16, all_logits=False)
+            t1 = sync_clock(engine.device)
+            if r:
+                samples.append(t1 - t0)
+        seconds.append(statistics.median(samples))
+    return {"lengths": list(lengths), "seconds": seconds}
+
+
+def hf_generate(model: Any, device: str) -> Callable[[list[int], int], list[int]]:
+    """transformers greedy `generate` with its default (dynamic) cache, exactly `new` tokens."""
+    model.generation_config.eos_token_id = None
+
+    def run(prompt: list[int], new: int) -> list[int]:
+        x = torch.tensor([prompt], device=device)
+        out = model.generate(
+            x, attention_mask=torch.ones_like(x), max_new_tokens=new, do_sample=False, pad_token_id=0
+        )
+        return out[0, len(prompt) :].tolist()
+
+    return run
+
+
+def ar_against_generate(
+    model: Any, engines: dict[str, VerificationEngine], profile: Profile, vocab: int
+) -> dict[str, Any]:
+    """Tokens/s of each engine's AR and of `generate` on one random prompt, `ar_repeats` interleaved
+    rounds after a warm-up round (the order rotates from round to round); prefill included."""
+    prompt = random_prompt(vocab, profile.prompt_len, seed=1)
+    contenders: dict[str, Callable[[], list[int]]] = {
+        name: (lambda e=engine: generate(e, ARDrafter(), prompt, profile.new_tokens).output_ids)
+        for name, engine in engines.items()
+    }
+    gen = hf_generate(model, profile.device)
+    contenders["hf:generate"] = lambda: gen(prompt, profile.new_tokens)
+    names = list(contenders)
+    tps: dict[str, list[float]] = {n: [] for n in names}
+    outputs: dict[str, list[int]] = {}
+    for r in range(profile.ar_repeats + 1):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            t0 = sync_clock(profile.device)
+            outputs[name] = contenders[name]()
+            t1 = sync_clock(profile.device)
+            if r:
+                tps[name].append(len(outputs[name]) / (t1 - t0))
+    result: dict[str, Any] = {
+        "prompt_tokens": profile.prompt_len,
+        "new_tokens": profile.new_tokens,
+        "rounds": profile.ar_repeats,
+        "tokens_per_s": {n: spread(v) for n, v in tps.items()},
+        "identical_to_generate": {n: outputs[n] == outputs["hf:generate"] for n in engines},
+    }
+    for n in engines:
+        result[f"{n}_over_generate"] = spread(
+            [a / b for a, b in zip(tps[n], tps["hf:generate"], strict=True)]
+        )
+    return result
+
+
+def time_shape(name: str, profile: Profile) -> dict[str, Any]:
+    """Cost curves, prefill and AR against generate for one random-weight shape."""
+    spec = load_shape(name)
+    dtype = parse_dtype(profile.dtype)
+    t0 = time.perf_counter()
+    model = random_model(spec, dtype, profile.device)
+    vocab = int(spec.config["vocab_size"])
+    # Room for the longest KV length plus the largest tree even where the model's own window is
+    # shorter (Vicuna's 2048): RoPE has no limit and the weights are random anyway.
+    context = max(
+        int(spec.config["max_position_embeddings"]), max(profile.kv_lens) + 2 * max(profile.sizes) + 64
+    )
+    engine = VerificationEngine(model, eos_token_ids=(), context_length=context)
+    result: dict[str, Any] = {
+        "shape": name,
+        "paper_model": spec.paper_model,
+        "architecture": spec.architecture,
+        "config": spec.config,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "dtype": profile.dtype,
+        "random_weights": True,
+        "forward": engine.forward_name,
+        "build_seconds": time.perf_counter() - t0,
+    }
+    curves = {}
+    for kv in profile.kv_lens:
+        table = calibrate(engine, sizes=profile.sizes, kv_len=kv, repeats=profile.repeats)
+        curves[str(kv)] = {
+            "sizes": table.sizes,
+            "seconds": table.seconds,
+            "relative": table.relative(),
+            "raw_medians": table.meta["raw_medians"],
+            "samples": table.samples,
+        }
+    result["cost_curve"] = curves
+    result["prefill"] = time_prefill(engine, vocab, tuple(x for x in profile.prefill_lengths if x < context))
+    engines = {"engine:ar": engine}
+    if profile.compile:
+        try:
+            t1 = time.perf_counter()
+            compiled = VerificationEngine(
+                model, eos_token_ids=(), context_length=context, compile_forward=True
+            )
+            generate(compiled, ARDrafter(), random_prompt(vocab, profile.prompt_len, 2), 8)  # compile
+            table = calibrate(
+                compiled,
+                sizes=[s for s in profile.sizes if s <= 64],
+                kv_len=profile.kv_lens[0],
+                repeats=profile.repeats,
+            )
+            result["compile"] = {
+                "compile_seconds": time.perf_counter() - t1,
+                "cost_curve": {
+                    str(profile.kv_lens[0]): {
+                        "sizes": table.sizes,
+                        "seconds": table.seconds,
+                        "relative": table.relative(),
+                    }
+                },
+            }
+            engines["engine:ar+compile"] = compiled
+        except Exception as exc:  # torch.compile is optional: record why it did not run
+            result["compile"] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+    result["ar_vs_generate"] = ar_against_generate(model, engines, profile, vocab)
+    if "engine:ar+compile" in engines:
+        over = result["ar_vs_generate"]["tokens_per_s"]
+        result["compile"]["ar_speedup_over_eager"] = (
+            over["engine:ar+compile"]["median"] / over["engine:ar"]["median"]
+        )
+        result["compile"]["keep"] = result["compile"]["ar_speedup_over_eager"] > 1.05
+    del engines, engine, model
+    release(profile.device)
+    return result
+
+
+def stage_timing(profile: Profile) -> dict[str, Any]:
+    return {name: time_shape(name, profile) for name in profile.shapes}
+
+
+def ratio(curve: dict[str, Any], n: int) -> float | None:
+    sizes = curve["sizes"]
+    return curve["relative"][sizes.index(n)] if n in sizes else None
+
+
+# ------------------------------------------------------------------------------------ projection
+def stage_projection(record: dict[str, Any], results_dir: str) -> dict[str, Any]:
+    timing = record["stages"].get("timing")
+    if not timing:
+        return {"error": "no timing stage in the record: run --stages timing first"}
+    rows = select_rows(read_rows(results_dir))
+    overhead: dict[str, float] = {}
+    source = f"the shipped rows ({results_dir}, drafting as measured on the CPU that recorded them)"
+    lossless = record["stages"].get("lossless", {}).get("float32", {})
+    if lossless.get("rows"):
+        device_rows = select_rows(read_rows(ROOT / lossless["rows"]), experiments=("lossless_stress",))
+        overhead = host_seconds_per_step(device_rows)
+        source = (
+            f"this run's SmolLM2 rows on this machine's host for {', '.join(sorted(overhead))}; "
+            + source
+            + " otherwise"
+        )
+    out: dict[str, Any] = {"rows": results_dir, "drafting_time_from": source, "shapes": {}}
+    for name, shape in timing.items():
+        curve = CostCurve(
+            shape["cost_curve"][next(iter(shape["cost_curve"]))]["sizes"],
+            {int(kv): c["seconds"] for kv, c in shape["cost_curve"].items()},
+        )
+        table = project(rows, curve, PrefillCurve.from_dict(shape["prefill"]), overhead)
+        caption = (
+            f"Projected wall-clock speed-up over AR at the {name} shape ({shape['dtype']}, "
+            f"{record['environment']['hardware']['gpu'] or 'CPU: no GPU found'}): the per-step tree sizes "
+            "of the shipped SmolLM2-135M runs (fp32, 128 tokens) replayed against the cost curve "
+            "measured with random weights. A projection from SmolLM2's acceptance, not a measurement "
+            "of a 7B model (τ in brackets is SmolLM2's)."
+        )
+        out["shapes"][name] = {"table": table, "caption": caption}
+    return out
+
+
+# ------------------------------------------------------------------------------------ figures
+def stage_figures(record: dict[str, Any], out: Path) -> dict[str, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    timing = record["stages"].get("timing") or {}
+    if timing:
+        fig, axes = plt.subplots(1, len(timing), figsize=(4.2 * len(timing), 3.5), squeeze=False)
+        for ax, (name, shape) in zip(axes[0], timing.items(), strict=True):
+            for kv, curve in shape["cost_curve"].items():
+                ax.plot(curve["sizes"], curve["relative"], marker="o", ms=3, label=f"KV {kv}")
+            for kv, curve in (shape.get("compile", {}).get("cost_curve") or {}).items():
+                ax.plot(curve["sizes"], curve["relative"], ls="--", label=f"KV {kv}, compiled")
+            ax.axhline(1.0, color="grey", lw=0.8)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("tree size n (nodes)")
+            ax.set_ylabel("t(n) / t(1)")
+            ax.set_title(f"{name} ({shape['dtype']}, random weights)", fontsize=9)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        device = record["environment"]["hardware"]["gpu"] or "CPU (no GPU found: toy shapes)"
+        fig.suptitle(f"Verification cost curve on {device}", fontsize=10)
+        fig.tight_layout()
+        path = out / "cost_curve.png"
+        fig.savefig(path, dpi=130)
+        plt.close(fig)
+        written.append(str(path))
+    projection = record["stages"].get("projection", {}).get("shapes") or {}
+    if projection:
+        text = "\n".join(markdown(p["table"], p["caption"]) for p in projection.values())
+        path = out / "projection.md"
+        path.write_text(text)
+        written.append(str(path))
+    return {"written": written}
+
+
+# ------------------------------------------------------------------------------------ record
+def load_record(path: Path, device: str) -> dict[str, Any]:
+    """The record to extend: the existing one if it was made on the same kind of device."""
+    if path.is_file():
+        record = json.loads(path.read_text())
+        if record.get("device") == device:
+            return record
+    return {"device": device, "stages": {}}
+
+
+def save_record(record: dict[str, Any], path: Path) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def summary_lines(record: dict[str, Any]) -> list[str]:
+    env = record["environment"]
+    gpu = env["hardware"]["gpu"]
+    lines = [
+        f"make gpu-check on {gpu} (torch {env['versions']['torch']}, transformers {env['versions']['transformers']})"
+        if gpu
+        else "NO GPU FOUND: this is the CPU run of make gpu-check (the same code paths at toy sizes); "
+        "none of these figures describes a GPU."
+    ]
+    st = record["stages"]
+    if "tests" in st:
+        t = st["tests"]
+        lines.append(
+            f"device tests ({t['device']}): {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped"
+        )
+        lines += [f"  FAILED {f}" for f in t["failed_tests"]]
+    if "lossless" in st:
+        lo = st["lossless"]
+        lines.append(
+            f"lossless, {lo['model']} on the device, first {lo['limit']} prompts of {', '.join(lo['benches'])}, "
+            f"{lo['max_new_tokens']} tokens:"
+        )
+        for dtype in (d for d in lo if d in ("float32", "float16", "bfloat16")):
+            r = lo[dtype]
+            if "error" in r:
+                lines.append(f"  {dtype}: not run: {r['error']}")
+                continue
+            tot = r["totals"]
+            lines.append(
+                f"  {dtype}: {len(r['methods'])} methods, {tot['identical']}/{tot['prompts']} outputs identical "
+                f"to AR; mismatches: {tot['near_tie']} near-tie, {tot['real']} real; {tot['failed']} failed"
+            )
+    for name, shape in (st.get("timing") or {}).items():
+        parts = []
+        for kv, curve in shape["cost_curve"].items():
+            rel = ", ".join(f"t({n})/t(1) {ratio(curve, n):.2f}" for n in (16, 64, 128) if ratio(curve, n))
+            parts.append(f"KV {kv}: t(1) {curve['seconds'][0] * 1e3:.1f} ms, {rel}")
+        lines.append(
+            f"{name} ({shape['dtype']}, random weights, {shape['parameters'] / 1e9:.2f}B): "
+            + "; ".join(parts)
+        )
+        ar = shape["ar_vs_generate"]
+        tps = ar["tokens_per_s"]
+        lines.append(
+            "  AR tokens/s: "
+            + ", ".join(f"{n} {v['median']:.1f}" for n, v in tps.items())
+            + f"; engine AR / generate {ar['engine:ar_over_generate']['median']:.2f}x "
+            f"[{ar['engine:ar_over_generate']['min']:.2f}, {ar['engine:ar_over_generate']['max']:.2f}]"
+        )
+        comp = shape.get("compile")
+        if comp:
+            lines.append(
+                f"  torch.compile: {comp['error']}"
+                if "error" in comp
+                else f"  torch.compile: AR {comp['ar_speedup_over_eager']:.2f}x eager -> "
+                f"{'keep (flag compile_forward)' if comp['keep'] else 'off (does not help)'}"
+            )
+        if gpu:
+            first = next(iter(shape["cost_curve"].values()))
+            t64 = ratio(first, 64)
+            ok_t64 = t64 is not None and t64 <= TARGET_T64
+            ok_ar = ar["engine:ar_over_generate"]["median"] >= TARGET_AR_OVER_GENERATE
+            lines.append(
+                f"  targets: t(64)/t(1) <= {TARGET_T64}: {'met' if ok_t64 else 'NOT met'}; "
+                f"engine AR >= {TARGET_AR_OVER_GENERATE}x generate: {'met' if ok_ar else 'NOT met'}"
+            )
+    for name, proj in ((st.get("projection") or {}).get("shapes") or {}).items():
+        by_method: dict[str, list[float]] = {}
+        for r in proj["table"]:
+            by_method.setdefault(r["method"], []).append(r["projected_speedup"])
+        lines.append(
+            f"projected speed-up over AR at the {name} shape (from SmolLM2's acceptance; mean over benchmarks): "
+            + ", ".join(f"{m} {sum(v) / len(v):.2f}x" for m, v in sorted(by_method.items()) if m != "ar")
+        )
+    for path in (st.get("figures") or {}).get("written", []):
+        lines.append(f"wrote {path}")
+    return lines
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stages", default=",".join(STAGES), help=f"any of {', '.join(STAGES)}")
+    ap.add_argument("--device", default=None, help="default: cuda if torch sees one, else cpu (toy sizes)")
+    ap.add_argument("--shapes", default=None, help="conf/shape names (default: the profile's)")
+    ap.add_argument("--out", default=None, help="default: figures/gpu (CUDA) or figures/gpu-check-cpu")
+    ap.add_argument("--data-dir", default="../shared/data", help="benchmark files (see run.py's data_dir)")
+    ap.add_argument("--results", default="results/reference", help="the SmolLM2 rows to project")
+    ap.add_argument("--compile", default=None, choices=("true", "false"), help="time torch.compile too")
+    ap.add_argument("--limit", type=int, default=None, help="lossless: prompts per benchmark")
+    ap.add_argument("--methods", default=None, help="lossless: comma-separated methods (default: all)")
+    ap.add_argument(
+        "--work", default=None, help="scratch (JUnit XML, SmolLM2 rows); default outputs/gpu_check/<device>"
+    )
+    ap.add_argument("--threads", type=int, default=None)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stages = [s for s in args.stages.split(",") if s]
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        print(
+            f"error: unknown stage(s) {', '.join(unknown)}; valid stages are: {', '.join(STAGES)}",
+            file=sys.stderr,
+        )
+        return 2
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        print(f"error: --device {device}, but torch sees no CUDA device here", file=sys.stderr)
+        return 2
+    profile = GPU if torch.device(device).type == "cuda" else CPU
+    changes: dict[str, Any] = {"device": device}
+    if args.shapes:
+        changes["shapes"] = tuple(s for s in args.shapes.split(",") if s)
+        for s in changes["shapes"]:
+            load_shape(s)  # an unknown name fails here, listing the valid ones
+    if args.out:
+        changes["out"] = args.out
+    if args.compile:
+        changes["compile"] = args.compile == "true"
+    if args.limit:
+        changes["lossless_limit"] = args.limit
+    if args.methods:
+        changes["lossless_methods"] = args.methods
+    profile = dataclasses.replace(profile, **changes)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(profile.out)
+    work = Path(args.work) if args.work else ROOT / "outputs" / "gpu_check" / profile.device.replace(":", "")
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    path = out / RECORD
+    record = load_record(path, profile.device)
+    record["environment"] = environment()
+    record["profile"] = dataclasses.asdict(profile)
+    if profile.device == "cpu":
+        record["note"] = "no GPU found: toy sizes on the CPU; no figure here describes a GPU"
+    print(f"gpu-check: device {profile.device}, stages {', '.join(stages)} -> {path}", flush=True)
+    for stage in STAGES:
+        if stage not in stages:
+            continue
+        t0 = time.perf_counter()
+        print(f"== {stage}", flush=True)
+        if stage == "tests":
+            result = stage_tests(profile, work)
+        elif stage == "lossless":
+            result = stage_lossless(profile, work, args.data_dir)
+        elif stage == "timing":
+            result = stage_timing(profile)
+        elif stage == "projection":
+            result = stage_projection(record, args.results)
+        else:
+            result = stage_figures(record, out)
+        record["stages"][stage] = result
+        record.setdefault("stage_seconds", {})[stage] = time.perf_counter() - t0
+        save_record(record, path)
+    print()
+    print("\n".join(summary_lines(record)))
+    print(f"record: {path}")
+    return 1 if failures(record) else 0
+
+
+def failures(record: dict[str, Any]) -> list[str]:
+    """What makes the check fail: a failed device test, an fp32 output that differs from AR's, a
+    half-precision divergence that is not a near-tie, a prompt that failed."""
+    st = record["stages"]
+    bad = [f"device test {t}" for t in st.get("tests", {}).get("failed_tests", [])]
+    for dtype, r in st.get("lossless", {}).items():
+        tot = r.get("totals") if isinstance(r, dict) else None
+        if not tot:
+            continue
+        if dtype == "float32" and tot["identical"] < tot["prompts"]:
+            bad.append(f"float32: {tot['prompts'] - tot['identical']} output(s) differ from AR")
+        if tot["real"] or tot["failed"]:
+            bad.append(f"{dtype}: {tot['real']} real mismatch(es), {tot['failed']} failed prompt(s)")
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""experiments.gpu_check on a machine without CUDA: the same stages at toy sizes on the CPU, a
+record that says no GPU was found, and clear errors for a bad stage, shape or device."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from experiments import gpu_check
+
+
+def test_the_timing_projection_and_figure_stages_run_at_toy_sizes(tmp_path, capsys):
+    out = tmp_path / "gpu"
+    rc = gpu_check.main(
+        [
+            "--device",
+            "cpu",
+            "--stages",
+            "timing,projection,figures",
+            "--shapes",
+            "toy-llama",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    record = json.loads((out / "gpu_check.json").read_text())
+    assert record["device"] == "cpu" and "no GPU found" in record["note"]
+    shape = record["stages"]["timing"]["toy-llama"]
+    assert shape["random_weights"] is True
+    for curve in shape["cost_curve"].values():
+        assert curve["sizes"][0] == 1 and curve["relative"][0] == 1.0
+        assert all(b >= a for a, b in zip(curve["seconds"], curve["seconds"][1:], strict=False))
+    ar = shape["ar_vs_generate"]
+    assert ar["tokens_per_s"]["engine:ar"]["median"] > 0 and ar["tokens_per_s"]["hf:generate"]["median"] > 0
+    table = record["stages"]["projection"]["shapes"]["toy-llama"]["table"]
+    assert {"ar", "goose", "pld"} <= {r["method"] for r in table}
+    assert (out / "cost_curve.png").is_file() and "projection" in (out / "projection.md").read_text()
+    printed = capsys.readouterr().out
+    assert "NO GPU FOUND" in printed and "projected speed-up over AR at the toy-llama shape" in printed
+
+
+def test_a_second_invocation_extends_the_record(tmp_path):
+    out = tmp_path / "gpu"
+    assert (
+        gpu_check.main(["--device", "cpu", "--stages", "timing", "--shapes", "toy-qwen3", "--out", str(out)])
+        == 0
+    )
+    assert gpu_check.main(["--device", "cpu", "--stages", "projection", "--out", str(out)]) == 0
+    record = json.loads((out / "gpu_check.json").read_text())
+    assert set(record["stages"]) == {"timing", "projection"}
+    assert "toy-qwen3" in record["stages"]["projection"]["shapes"]
+
+
+def test_bad_input_is_rejected_with_the_valid_choices(tmp_path, capsys):
+    assert gpu_check.main(["--stages", "timing,warp", "--out", str(tmp_path)]) == 2
+    assert "unknown stage(s) warp; valid stages are: tests, lossless" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="valid shapes are"):
+        gpu_check.main(
+            ["--device", "cpu", "--stages", "timing", "--shapes", "vicuna-70b", "--out", str(tmp_path)]
+        )
+    if not torch.cuda.is_available():
+        assert gpu_check.main(["--device", "cuda", "--out", str(tmp_path)]) == 2
+        assert "torch sees no CUDA device" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_every_stage_runs_on_the_cpu(tmp_path):
+    """`make gpu-check` without CUDA: device tests, SmolLM2 lossless (1 prompt, fp32 + bf16), toy
+    timing, projection, figures; fp32 identical to AR, no real mismatch."""
+    out = tmp_path / "gpu"
+    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--work", str(tmp_path / "work")]) == 0
+    record = json.loads((out / "gpu_check.json").read_text())
+    assert record["stages"]["tests"]["failed"] == 0 and record["stages"]["tests"]["passed"] > 0
+    fp32 = record["stages"]["lossless"]["float32"]["totals"]
+    assert fp32["identical"] == fp32["prompts"] > 0

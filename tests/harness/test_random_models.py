@@ -1,0 +1,37 @@
+"""goose.harness.random_models: the paper's shapes built from conf/shape, with their parameter counts,
+and a clear error for an unknown shape."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from goose.engine.verifier import VerificationEngine
+from goose.harness.random_models import load_shape, random_model, shape_names
+
+
+@pytest.mark.parametrize(
+    "name,params",
+    [
+        ("vicuna-7b", 6_738_415_616),  # Llama-1 7B
+        ("llama3-8b", 8_030_261_248),
+        ("qwen3-8b", 8_190_735_360),
+    ],
+)
+def test_the_paper_shapes_have_the_published_parameter_counts(name, params):
+    assert load_shape(name).parameter_count() == params
+
+
+def test_an_unknown_shape_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="unknown shape 'vicuna-70b'; valid shapes are: .*vicuna-7b"):
+        load_shape("vicuna-70b")
+    assert {"vicuna-7b", "llama3-8b", "qwen3-8b", "toy-llama", "toy-qwen3"} <= set(shape_names())
+
+
+@pytest.mark.parametrize("name", ["toy-llama", "toy-qwen3"])
+def test_a_toy_shape_builds_on_the_device_and_runs_the_lean_forward(name):
+    model = random_model(load_shape(name), torch.float32, "cpu")
+    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    assert engine.lean is not None
+    logits = engine.prefill(list(range(10)))
+    assert logits.shape == (10, 32000) and torch.isfinite(logits).all()
