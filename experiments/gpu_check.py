@@ -418,6 +418,8 @@ def time_shape(name: str, profile: Profile) -> dict[str, Any]:
         )
         result["compile"]["keep"] = result["compile"]["ar_speedup_over_eager"] > 1.05
     del engines, engine, model
+    if profile.compile:
+        torch._dynamo.reset()  # the compiled graphs hold the model's weights
     release(profile.device)
     return result
 

@@ -53,7 +53,13 @@ def attend(
     if h != kv and not (q.device.type == "cpu" or mask is None):
         k, v = k.repeat_interleave(h // kv, dim=1), v.repeat_interleave(h // kv, dim=1)
     o = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, is_causal=mask is None and n > 1, scale=scale, enable_gqa=h != k.shape[1]
+        q,
+        k,
+        v,
+        attn_mask=mask,
+        is_causal=mask is None and n > 1,  # only the prefill (the engine keeps it eager)
+        scale=scale,
+        enable_gqa=h != k.shape[1],
     )
     return o.transpose(1, 2).reshape(1, n, h * d)
 

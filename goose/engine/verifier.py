@@ -159,9 +159,10 @@ class VerificationEngine:
         True = require it, False = always the `transformers` forward). prepack: the lean
         forward's weights reordered once for oneDNN (goose.engine.packed_linear; None = wherever
         available, True = required, False = plain `F.linear`); ignored without the lean forward.
-        compile_forward: the lean forward through `torch.compile(dynamic=True)` (one graph for
-        every tree size and KV length after the first recompilation; fewer, fused kernels, so
-        less launch overhead per step on a GPU). Off by default: `make gpu-check` measures
+        compile_forward: the verification steps' lean forward through `torch.compile` (automatic
+        dynamic shapes: one graph for the one-node step and one for every tree size and KV length
+        after the first recompilations; fewer, fused kernels, so less launch overhead per step on
+        a GPU); the prefill stays eager. Off by default: `make gpu-check` measures
         whether it helps (experiments/gpu_check.py); it needs the lean forward and plain
         `F.linear` weights (prepacked oneDNN weights are not compiled)."""
         self.model = model
@@ -202,7 +203,9 @@ class VerificationEngine:
                 raise ValueError(
                     "compile_forward and prepack=True exclude each other (compiled weights are plain)"
                 )
-            self._lean_forward = torch.compile(self.lean.__call__, dynamic=True)
+            # automatic dynamic shapes: the head counts stay static, the tree size and the KV
+            # length become symbolic after their first change (a few compilations in all)
+            self._lean_forward = torch.compile(self.lean.__call__)
 
     @property
     def forward_name(self) -> str:
@@ -286,11 +289,18 @@ class VerificationEngine:
 
     # ----------------------------------------------------------------------------- forward passes
     def _forward(
-        self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask, last_only: bool = False
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask,
+        last_only: bool = False,
+        eager: bool = False,
     ) -> torch.Tensor:
-        """Logits [n, V] (or the last row, [1, V]) of one forward pass over the cache."""
+        """Logits [n, V] (or the last row, [1, V]) of one forward pass over the cache. eager: the
+        lean forward without compilation (the prefill: once per prompt, and the only causal pass)."""
         if self.lean is not None and not has_forward_hooks(self.model):
-            return self._lean_forward(input_ids, position_ids, mask, self.cache, last_only)
+            forward = self.lean if eager else self._lean_forward
+            return forward(input_ids, position_ids, mask, self.cache, last_only)
         kwargs = {"logits_to_keep": 1} if last_only and self._logits_to_keep else {}
         out = self.model(
             input_ids=input_ids,
@@ -349,7 +359,9 @@ class VerificationEngine:
         self.sampling = sampling or GREEDY
         self._reserve(rows)
         ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
-        logits = self._forward(ids, self._positions[:, :n], self._prefill_mask(n), last_only=not all_logits)
+        logits = self._forward(
+            ids, self._positions[:, :n], self._prefill_mask(n), last_only=not all_logits, eager=True
+        )
         last = logits[-1:]
         pred = fast_argmax(last)
         finite = torch.isfinite(last.gather(-1, pred[:, None])[:, 0])
