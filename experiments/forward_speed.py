@@ -36,7 +36,9 @@ VARIANTS = {
     "transformers": {"lean": False},
     "lean": {"prepack": False},
     "lean+prepack": {"prepack": True},
-    "lean+compile": {"compile_forward": True},  # torch.compile(dynamic=True); not in the default set
+    "lean+compile": {
+        "compile_forward": True
+    },  # torch.compile (automatic dynamic shapes); not in the default set
 }
 DEFAULT_VARIANTS = ("transformers", "lean", "lean+prepack")
 

@@ -66,7 +66,7 @@ from analysis.projection import (  # noqa: E402
     read_rows,
     select_rows,
 )
-from goose.engine.cost_model import calibrate  # noqa: E402
+from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
 from goose.engine.decode import generate  # noqa: E402
 from goose.engine.drafter import ARDrafter  # noqa: E402
 from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
@@ -189,7 +189,7 @@ def stage_tests(profile: Profile, work: Path) -> dict[str, Any]:
             for key in counts:
                 counts[key] += int(suite.get(key, 0))
             for case in suite.iter("testcase"):
-                bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+                bad = next((x for x in (case.find("failure"), case.find("error")) if x is not None), None)
                 if bad is not None:
                     message = (bad.get("message") or "").splitlines()[:1]
                     failed.append(f"{case.get('name')}: {message[0] if message else ''}"[:300])
@@ -347,6 +347,17 @@ def ar_against_generate(
     return result
 
 
+def curve_record(table: LatencyTable) -> dict[str, Any]:
+    """One calibrated cost curve as the record holds it (t(n), t(n)/t(1), the raw samples)."""
+    return {
+        "sizes": table.sizes,
+        "seconds": table.seconds,
+        "relative": table.relative(),
+        "raw_medians": table.meta["raw_medians"],
+        "samples": table.samples,
+    }
+
+
 def time_shape(name: str, profile: Profile) -> dict[str, Any]:
     """Cost curves, prefill and AR against generate for one random-weight shape."""
     spec = load_shape(name)
@@ -374,13 +385,7 @@ def time_shape(name: str, profile: Profile) -> dict[str, Any]:
     curves = {}
     for kv in profile.kv_lens:
         table = calibrate(engine, sizes=profile.sizes, kv_len=kv, repeats=profile.repeats)
-        curves[str(kv)] = {
-            "sizes": table.sizes,
-            "seconds": table.seconds,
-            "relative": table.relative(),
-            "raw_medians": table.meta["raw_medians"],
-            "samples": table.samples,
-        }
+        curves[str(kv)] = curve_record(table)
     result["cost_curve"] = curves
     result["prefill"] = time_prefill(engine, vocab, tuple(x for x in profile.prefill_lengths if x < context))
     engines = {"engine:ar": engine}
@@ -399,13 +404,7 @@ def time_shape(name: str, profile: Profile) -> dict[str, Any]:
             )
             result["compile"] = {
                 "compile_seconds": time.perf_counter() - t1,
-                "cost_curve": {
-                    str(profile.kv_lens[0]): {
-                        "sizes": table.sizes,
-                        "seconds": table.seconds,
-                        "relative": table.relative(),
-                    }
-                },
+                "cost_curve": {str(profile.kv_lens[0]): curve_record(table)},
             }
             engines["engine:ar+compile"] = compiled
         except Exception as exc:  # torch.compile is optional: record why it did not run
