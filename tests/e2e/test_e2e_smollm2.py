@@ -92,6 +92,7 @@ def test_run_py_writes_rows_with_every_field(tmp_path):
         "max_new_tokens=16",
         f"out_dir={tmp_path}",
         "wandb=disabled",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -10,14 +10,24 @@ import pytest
 from tests.conftest import ROOT
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "run.py", "wandb=disabled", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+@pytest.fixture
+def run(tmp_path):
+    """`run.py` with the given overrides, its Hydra run directory (and, unless given, `out_dir`)
+    under tmp_path, so that no test writes into the checkout."""
+
+    def call(*args: str) -> subprocess.CompletedProcess:
+        defaults = [f"hydra.run.dir={tmp_path / 'hydra'}"]
+        if not any(a.startswith("out_dir=") for a in args):
+            defaults.append(f"out_dir={tmp_path / 'results'}")
+        return subprocess.run(
+            [sys.executable, "run.py", "wandb=disabled", *defaults, *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    return call
 
 
 @pytest.mark.parametrize(
@@ -27,7 +37,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
         ("bench=nosuch", "bench", ["mtbench", "gsm8k"]),
     ],
 )
-def test_unknown_name_lists_valid_ones(arg, group, some_valid):
+def test_unknown_name_lists_valid_ones(arg, group, some_valid, run):
     proc = run(arg)
     assert proc.returncode != 0
     err = proc.stderr + proc.stdout
@@ -37,20 +47,20 @@ def test_unknown_name_lists_valid_ones(arg, group, some_valid):
     assert "Traceback" not in err
 
 
-def test_unreachable_hub_model_fails_fast_with_a_paragraph():
+def test_unreachable_hub_model_fails_fast_with_a_paragraph(run):
     proc = run("model=vicuna-7b", "bench=mtbench", "method=ar")
     assert proc.returncode == 2
     assert "lmsys/vicuna-7b-v1.3" in proc.stderr and "model=smollm2-135m" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_invalid_hyperparameter_is_named():
+def test_invalid_hyperparameter_is_named(run):
     proc = run("method=goose", "method.drafter.rho=1.5")
     assert proc.returncode == 2
     assert "rho" in proc.stderr and "1.5" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_negative_limit_rejected():
+def test_negative_limit_rejected(run):
     proc = run("bench.limit=-1")
     assert proc.returncode == 2 and "bench.limit" in proc.stderr
 
@@ -66,7 +76,7 @@ def _lacks(device: str) -> bool:
 
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:7", "mps"])
-def test_missing_device_is_named_before_the_model_loads(device):
+def test_missing_device_is_named_before_the_model_loads(device, run):
     """model.device naming hardware this machine lacks: one paragraph naming the field, the value,
     the devices here and the fix, exit 2, and no model loaded."""
     if not _lacks(device):
@@ -79,14 +89,14 @@ def test_missing_device_is_named_before_the_model_loads(device):
     assert "loaded model" not in proc.stdout + err  # failed before the weights were read
 
 
-def test_device_that_is_no_torch_device():
+def test_device_that_is_no_torch_device(run):
     proc = run("model.device=gpu", "method=ar", "bench.limit=1")
     assert proc.returncode == 2
     assert "model.device = 'gpu'" in proc.stderr and "not a torch device" in proc.stderr
     assert "model.device=cpu" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_missing_budget_profile_fails_before_the_model_loads():
+def test_missing_budget_profile_fails_before_the_model_loads(run):
     proc = run("budget=auto", "budget_profile=/nonexistent/cost_curve.json", "bench.limit=1")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "budget_profile = '/nonexistent/cost_curve.json': no such file" in proc.stderr
@@ -94,7 +104,7 @@ def test_missing_budget_profile_fails_before_the_model_loads():
     assert "loaded model" not in proc.stdout + proc.stderr
 
 
-def test_budget_profile_makes_auto_runs_reproducible(tmp_path):
+def test_budget_profile_makes_auto_runs_reproducible(tmp_path, run):
     """Two budget=auto runs with one saved latency table draft the same trees (same tokens,
     forward calls and tree sizes), and every auto row records the table it used."""
     import json
