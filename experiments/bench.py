@@ -26,6 +26,9 @@ deterministic drafters must reproduce engine:ar's sample token for token (the id
 holds at T > 0 too; STAND, which samples its drafts, is exact in distribution only); the
 transformers contenders sample too (`do_sample=True`, named hf:sample and hf:pld).
 
+Resume: with --out, the finished repeats are kept in <out>.partial, and the same command resumes a
+run cut short at its next repeat (experiments/bench_checkpoint.py; --fresh starts over).
+
 For final numbers run it on a quiet machine (nothing else running; `--threads` = physical cores):
 
     python -m experiments.bench --threads 2 --dtype bfloat16 --out bench_bf16.json
@@ -46,12 +49,13 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import asdict, dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
+from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch  # noqa: E402
 from goose.engine.auto_budget import wrap_auto_budget  # noqa: E402
 from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
 from goose.engine.decode import generate  # noqa: E402
@@ -426,6 +430,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--top-k", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0, help="per-prompt seeds are derived from it")
     ap.add_argument("--out", default=None, help="write everything measured as JSON here")
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="discard <out>.partial (the finished repeats of an interrupted run) instead of resuming it",
+    )
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.limit < 1 or args.max_new_tokens < 1:
         ap.error("--repeats, --limit and --max-new-tokens must be >= 1")
@@ -434,6 +443,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError as exc:
         ap.error(str(exc).replace("sampling.", "--").replace("_", "-"))
     return args
+
+
+def open_checkpoint(
+    args: argparse.Namespace, prompts: list[BenchPrompt], env: dict[str, Any]
+) -> BenchCheckpoint | None:
+    """The finished repeats of an interrupted run with these settings (experiments.bench_checkpoint),
+    or None: no --out, nothing to resume, or --fresh. Settings that differ from the checkpoint's
+    end the run with a message naming them (nothing is deleted)."""
+    if not args.out:
+        return None
+    path = BenchCheckpoint.path_for(args.out)
+    if args.fresh:
+        path.unlink(missing_ok=True)
+        return None
+    if not path.is_file():
+        return None
+    fingerprint = BenchCheckpoint.fingerprint_of(
+        args, [(p.bench, p.prompt_id) for p in prompts], env["git_commit"]
+    )
+    try:
+        return BenchCheckpoint.load(path, fingerprint)
+    except CheckpointMismatch as exc:
+        raise SystemExit(f"experiments.bench: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -451,10 +483,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.chat_template,
     )
 
+    env = environment()
+    ckpt = open_checkpoint(args, prompts, env)
     methods = [m for m in args.methods.split(",") if m and m != "ar"]
     latency: LatencyTable | None = None
     if any(m.endswith(":auto") for m in methods):
-        if args.latency:
+        if ckpt and ckpt.latency_table:
+            latency = LatencyTable.from_dict(ckpt.latency_table)
+            print("budget=auto reuses the latency curve of the checkpoint's first repeats")
+        elif args.latency:
             latency = LatencyTable.load(args.latency)
         else:
             t = time.perf_counter()
@@ -469,13 +506,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
 
     sampling = args.sampling
-    contenders: dict[str, Contender] = {REFERENCE: engine_contender(engine, method_factory("ar")(), sampling)}
+    drafters: dict[str, Drafter] = {REFERENCE: method_factory("ar")()}
     for m in methods:
         base = m.removesuffix(":auto")
         drafter = method_factory(base)()
         if m.endswith(":auto"):
             drafter = wrap_auto_budget(drafter, engine, latency=latency)
-        contenders[f"engine:{m}"] = engine_contender(engine, drafter, sampling)
+        drafters[f"engine:{m}"] = drafter
+    contenders: dict[str, Contender] = {n: engine_contender(engine, d, sampling) for n, d in drafters.items()}
     hf_kwargs = {"greedy": {}, "pld": {"prompt_lookup_num_tokens": 10}}
     for h in [h for h in args.hf.split(",") if h]:
         if h not in hf_kwargs:
@@ -487,9 +525,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for fn in contenders.values():  # untimed warm-up of every code path
         fn(prompts[0].ids[:64], 16, 0)
 
-    runs: list[list[dict[str, Run | None]]] = []
-    errors: list[dict[str, str]] = []
-    for rep in range(args.repeats):
+    ckpt = ckpt or BenchCheckpoint(
+        BenchCheckpoint.fingerprint_of(args, [(p.bench, p.prompt_id) for p in prompts], env["git_commit"]),
+        latency.to_dict() if latency else None,
+    )
+    for n, state in ckpt.drafter_states.items():  # after the warm-up, which may touch drafter state
+        drafters[n].restore_run_state(state)
+    runs: list[list[dict[str, Run | None]]] = [
+        [{n: None if r is None else Run(**r) for n, r in got.items()} for got in rep_runs]
+        for rep_runs in ckpt.runs
+    ]
+    errors: list[dict[str, str]] = ckpt.errors
+    if runs:
+        print(f"resuming: {len(runs)} of {args.repeats} repeats are in {BenchCheckpoint.path_for(args.out)}")
+    for rep in range(len(runs), args.repeats):
         t_rep = time.perf_counter()
         rep_runs: list[dict[str, Run | None]] = []
         for i, p in enumerate(prompts):
@@ -511,6 +560,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for n in names
         )
         print(f"repeat {rep + 1}/{args.repeats} ({time.perf_counter() - t_rep:.0f} s): tokens/s {line}")
+        ckpt.runs.append([{n: None if r is None else asdict(r) for n, r in got.items()} for got in rep_runs])
+        ckpt.environments.append(env)
+        ckpt.drafter_states = {n: d.run_state() for n, d in drafters.items() if d.carries_run_state}
+        if args.out:
+            ckpt.save(BenchCheckpoint.path_for(args.out))
 
     summary = summarise(names, prompts, runs)
     summary["hardware_floor"] = floor_report(engine, summary, prompts, args.max_new_tokens)
@@ -523,7 +577,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print_summary(summary, header)
     record = {
         "args": vars(args),
-        "environment": environment(),
+        "environment": env,
+        "repeat_environments": ckpt.environments,
         "dtype": str(loaded.dtype).replace("torch.", ""),
         "latency_table": latency.to_dict() if latency else None,
         "summary": summary,
@@ -540,6 +595,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                             "tokens": len(runs[r][i][n].output_ids),
                             "seconds": runs[r][i][n].seconds,
                             "split": runs[r][i][n].split,
+                            "steps": runs[r][i][n].steps,
+                            "tree_nodes": runs[r][i][n].tree_nodes,
                         }
                         for n in names
                     }
@@ -551,6 +608,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     if args.out:
         Path(args.out).write_text(json.dumps(record, indent=1, default=str))
+        BenchCheckpoint.path_for(args.out).unlink(missing_ok=True)
         print(f"\nwrote {args.out}")
     return record
 

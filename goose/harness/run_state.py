@@ -37,6 +37,20 @@ from pathlib import Path
 from typing import Any
 
 
+def dump_atomically(path: Path, obj: Any) -> None:
+    """Pickle `obj` to `path` through a temporary file in the same folder and a rename, so that a
+    kill at any moment leaves either the old file or the new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pkl")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 class RunStateStore:
     """The checkpoints of one cell (see the module docstring)."""
 
@@ -63,17 +77,7 @@ class RunStateStore:
 
     def save(self, prompt_ids: list[str], state: Any) -> None:
         """Write the checkpoint that has seen `prompt_ids`, atomically."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".pkl")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(
-                    {"prompt_ids": list(prompt_ids), "state": state}, fh, protocol=pickle.HIGHEST_PROTOCOL
-                )
-            os.replace(tmp, self._path(len(prompt_ids)))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        dump_atomically(self._path(len(prompt_ids)), {"prompt_ids": list(prompt_ids), "state": state})
 
     def prune(self, keep_seen: int) -> None:
         """Delete the checkpoints that have seen fewer prompts than `keep_seen`."""

@@ -1,0 +1,117 @@
+"""Resuming `make bench` (experiments/bench.py) at a repeat boundary.
+
+The full protocol (5 benchmarks x 20 prompts x 3 repeats x 9 contenders) runs for hours on a 2-core
+CPU; a run cut short (Ctrl-C, a session that ends, a killed job) must not lose its finished
+repeats. After each repeat the bench writes `<out>.partial` (pickle, written atomically):
+
+    fingerprint      what the numbers depend on (model, dtype, prompts, methods, sampling, budget
+                     curve source, threads, git commit); a resume with another fingerprint is
+                     refused, naming the fields that differ
+    latency_table    the curve budget=auto used (a resume reuses it, so the trees are the same)
+    runs             every finished repeat: per prompt, per contender, the `Run` as a plain dict
+                     (output ids, seconds, time split, steps, tree nodes), or None if it failed
+    errors           failed (repeat, prompt, contender)s so far
+    drafter_states   each engine contender's `Drafter.run_state()` after the last finished repeat
+                     (budget=auto's learnt acceptance rates, Token Recycling's table, ...), so
+                     that a resumed repeat drafts exactly what an uninterrupted run would
+    environments     `goose.harness.runner.environment()` of the process that ran each repeat
+
+What a resume cannot give back is the machine: a repeat that runs in another process (or on
+another machine) is timed there. Each ratio is computed within one repeat, where every contender
+ran side by side on the same prompts, so per-repeat ratios stay side-by-side measurements; the
+record lists which environment ran which repeat (`repeat_environments`), and tokens/s should only
+be compared within one environment. The finished run deletes the checkpoint once its record is
+written.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from goose.harness.run_state import dump_atomically
+
+FORMAT = 1
+# argparse fields the measured numbers depend on (not --out, --repeats: a resume may ask for more).
+FINGERPRINT_ARGS = (
+    "model",
+    "dtype",
+    "benches",
+    "data_dir",
+    "limit",
+    "chat_template",
+    "max_new_tokens",
+    "methods",
+    "hf",
+    "threads",
+    "latency",
+    "calibration_repeats",
+    "temperature",
+    "top_p",
+    "top_k",
+    "seed",
+)
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint written by a bench with other settings or code."""
+
+
+@dataclass
+class BenchCheckpoint:
+    """The finished repeats of one bench invocation (see the module docstring)."""
+
+    fingerprint: dict[str, Any]
+    latency_table: dict[str, Any] | None = None
+    runs: list[list[dict[str, Any]]] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    drafter_states: dict[str, Any] = field(default_factory=dict)
+    environments: list[dict[str, Any]] = field(default_factory=list)
+
+    @staticmethod
+    def path_for(out: str | Path) -> Path:
+        return Path(f"{out}.partial")
+
+    @staticmethod
+    def fingerprint_of(args: Any, prompt_keys: list[tuple[str, str]], git_commit: str) -> dict[str, Any]:
+        """The settings a resume must share with the run it continues."""
+        return {
+            **{k: getattr(args, k) for k in FINGERPRINT_ARGS},
+            "prompts": [list(k) for k in prompt_keys],
+            "git_commit": git_commit,
+        }
+
+    def save(self, path: Path) -> None:
+        dump_atomically(path, {"format": FORMAT, **self.__dict__})
+
+    @classmethod
+    def load(cls, path: Path, fingerprint: dict[str, Any]) -> BenchCheckpoint:
+        """The checkpoint at `path`; CheckpointMismatch if it was written with another fingerprint
+        (or by another version of this format)."""
+        with path.open("rb") as fh:
+            saved = pickle.load(fh)
+        if saved.pop("format", None) != FORMAT:
+            raise CheckpointMismatch(f"{path} was written by another version of experiments/bench.py")
+        ckpt = cls(**saved)
+        differ = sorted(
+            k
+            for k in set(fingerprint) | set(ckpt.fingerprint)
+            if fingerprint.get(k) != ckpt.fingerprint.get(k)
+        )
+        if differ:
+            detail = "; ".join(
+                f"{k}: checkpoint {_short(ckpt.fingerprint.get(k))} vs now {_short(fingerprint.get(k))}"
+                for k in differ
+            )
+            raise CheckpointMismatch(
+                f"{path} holds repeats of a bench with other settings ({detail}). "
+                "Run with the same settings to resume it, or pass --fresh to discard it."
+            )
+        return ckpt
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

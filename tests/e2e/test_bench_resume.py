@@ -1,0 +1,89 @@
+"""`make bench` cut short resumes at its last finished repeat (experiments/bench_checkpoint.py) and
+drafts exactly what an uninterrupted run drafts; a checkpoint of other settings is refused."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from experiments import bench
+from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch
+from goose.engine.cost_model import LatencyTable
+
+# Token Recycling at budget=auto: both its table and auto's acceptance rates outlive a prompt, so
+# a resumed repeat that started from a fresh drafter would draft other trees.
+ARGS = ["--benches", "humaneval", "--limit", "2", "--max-new-tokens", "16", "--repeats", "2"]
+ARGS += ["--methods", "tr:auto", "--hf", "", "--threads", "1"]
+CONTENDERS = 2  # engine:ar, engine:tr:auto
+PROMPTS = 2
+
+
+def drafted(record: dict) -> list[tuple]:
+    """What each contender did on each prompt in each repeat, timings left out."""
+    return [
+        (p["prompt_id"], r, name, run["tokens"], run["steps"], run["tree_nodes"])
+        for p in record["per_prompt"]
+        for r, runs in enumerate(p["runs"])
+        for name, run in sorted(runs.items())
+    ]
+
+
+def test_an_interrupted_bench_resumes_with_the_same_drafts(tmp_path, monkeypatch):
+    profile = tmp_path / "profile.json"
+    LatencyTable(sizes=[1, 2, 8, 32], seconds=[0.02, 0.021, 0.024, 0.04]).save(profile)
+    args = [*ARGS, "--latency", str(profile)]
+    whole = bench.main([*args, "--out", str(tmp_path / "whole.json")])
+    assert not BenchCheckpoint.path_for(tmp_path / "whole.json").exists()
+
+    out = tmp_path / "cut.json"
+    partial = BenchCheckpoint.path_for(out)
+    seeds_drawn = 0
+    derive_seed = bench.derive_seed
+
+    def interrupt_in_repeat_2(*a):  # one seed per contender and prompt
+        nonlocal seeds_drawn
+        seeds_drawn += 1
+        if seeds_drawn > CONTENDERS * PROMPTS + 1:
+            raise KeyboardInterrupt
+        return derive_seed(*a)
+
+    monkeypatch.setattr(bench, "derive_seed", interrupt_in_repeat_2)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main([*args, "--out", str(out)])
+    assert not out.exists() and partial.is_file()
+    with partial.open("rb") as fh:
+        saved = pickle.load(fh)
+    assert len(saved["runs"]) == 1 and set(saved["drafter_states"]) == {"engine:tr:auto"}
+
+    monkeypatch.setattr(bench, "derive_seed", derive_seed)
+    resumed = bench.main([*args, "--out", str(out)])
+    assert not partial.exists() and out.is_file()
+    assert drafted(resumed) == drafted(whole)
+    assert len(resumed["repeat_environments"]) == 2
+    identical = resumed["summary"]["identical_to_engine_ar"]["engine:tr:auto"]
+    assert identical["identical"] == PROMPTS
+
+
+def test_a_checkpoint_of_other_settings_is_refused_and_kept(tmp_path):
+    class Args:
+        pass
+
+    a = Args()
+    for k, v in dict(model="smollm2-135m", dtype=None, benches="humaneval", data_dir="d", limit=2).items():
+        setattr(a, k, v)
+    for k in ("chat_template", "methods", "hf", "threads", "latency", "calibration_repeats"):
+        setattr(a, k, None)
+    for k, v in dict(max_new_tokens=16, temperature=0.0, top_p=1.0, top_k=0, seed=0).items():
+        setattr(a, k, v)
+    prompts = [("humaneval", "HumanEval/0"), ("humaneval", "HumanEval/1")]
+    path = BenchCheckpoint.path_for(tmp_path / "b.json")
+    BenchCheckpoint(BenchCheckpoint.fingerprint_of(a, prompts, "abc")).save(path)
+
+    assert BenchCheckpoint.load(path, BenchCheckpoint.fingerprint_of(a, prompts, "abc")).runs == []
+    a.limit = 3
+    with pytest.raises(CheckpointMismatch) as err:
+        BenchCheckpoint.load(path, BenchCheckpoint.fingerprint_of(a, prompts, "def"))
+    message = str(err.value)
+    assert "limit: checkpoint 2 vs now 3" in message and "git_commit" in message and "--fresh" in message
+    assert path.is_file()
