@@ -56,10 +56,14 @@ def build(res: Results, out: Path) -> Output:
         benches = list(per_bench)
         overall = summary["tokens_per_s"]
         hw = data.get("environment", {}).get("hardware", {})
+        cpu = hw.get("cpu")
+        if hw.get("cpu_capability"):  # records from before the field name only the ISA family
+            cpu = f"{cpu} ({hw['cpu_capability']}, {'with' if hw.get('onednn_bf16') else 'no'} oneDNN bf16)"
+        forward = f", forward {data['forward']}" if data.get("forward") else ""
         protocol = (
             f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, first {args.get('limit')} prompts of each "
-            f"benchmark, {args.get('max_new_tokens')} new tokens, raw prompts; {hw.get('cpu')} with "
-            f"{args.get('threads')} threads (`{path.name}`)"
+            f"benchmark, {args.get('max_new_tokens')} new tokens, raw prompts; {cpu} with "
+            f"{args.get('threads')} threads{forward} (`{path.name}`)"
         )
         for baseline in BASELINES:
             if baseline not in overall:

@@ -94,11 +94,14 @@ def method_factory(name: str, overrides: Sequence[str] = ()) -> Callable[[], Dra
     return drafter_factory(compose_config([f"method={name}", *overrides]))
 
 
-def model_and_engine(name: str, dtype: str | None = None) -> tuple[LoadedModel, VerificationEngine]:
-    """conf/model/<name>.yaml, optionally in another dtype, and its warmed-up engine, through the
-    harness's loader (the one `run.py` uses)."""
+def model_and_engine(
+    name: str, dtype: str | None = None, prepack: str = "auto"
+) -> tuple[LoadedModel, VerificationEngine]:
+    """conf/model/<name>.yaml, optionally in another dtype, and its warmed-up engine with the
+    config's `prepack` setting, through the harness's loader (the one `run.py` uses)."""
     release_engines()  # one model in memory at a time
-    return load_engine(compose_config([f"model={name}", *([f"model.dtype={dtype}"] if dtype else [])]))
+    overrides = [f"model={name}", f"prepack={prepack}", *([f"model.dtype={dtype}"] if dtype else [])]
+    return load_engine(compose_config(overrides))
 
 
 @dataclass
@@ -417,6 +420,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="bench.chat_template (default false: raw prompts, as in the paper presets)",
     )
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument(
+        "--prepack",
+        default="auto",
+        choices=("auto", "true", "false"),
+        help="the engine's prepack setting (false: the plain F.linear lean forward, the fallback)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
         "--methods", default="goose,goose:auto", help="engine methods besides AR; suffix :auto = budget=auto"
@@ -472,7 +481,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    loaded, engine = model_and_engine(args.model, args.dtype)
+    loaded, engine = model_and_engine(args.model, args.dtype, args.prepack)
     model, eos = loaded.model, list(loaded.eos_token_ids)
     prompts = load_prompts(
         loaded.tokenizer,
@@ -570,6 +579,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary["hardware_floor"] = floor_report(engine, summary, prompts, args.max_new_tokens)
     header = (
         f"model={args.model} dtype={str(loaded.dtype).replace('torch.', '')} device={engine.device} "
+        f"forward={engine.forward_name} "
         f"threads={torch.get_num_threads()} benches={args.benches} prompts/bench<={args.limit} "
         f"max_new_tokens={args.max_new_tokens} repeats={args.repeats} "
         f"sampling={'greedy' if sampling.greedy else sampling.as_dict()} seed={args.seed}"
@@ -580,6 +590,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "environment": env,
         "repeat_environments": ckpt.environments,
         "dtype": str(loaded.dtype).replace("torch.", ""),
+        "forward": engine.forward_name,
         "latency_table": latency.to_dict() if latency else None,
         "summary": summary,
         "errors": errors,

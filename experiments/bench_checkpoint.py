@@ -43,6 +43,7 @@ FINGERPRINT_ARGS = (
     "limit",
     "chat_template",
     "max_new_tokens",
+    "prepack",
     "methods",
     "hf",
     "threads",

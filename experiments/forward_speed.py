@@ -126,12 +126,16 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     sizes = sorted({int(s) for s in args.sizes.split(",") if s} | {1})
     results = {}
+    hw = environment()["hardware"]
     lines = [
         f"# Forward variants: {args.model}, KV length {args.kv_len}, {torch.get_num_threads()} threads",
         "",
         f"`python -m experiments.forward_speed --threads {torch.get_num_threads()} --dtypes {args.dtypes} "
-        f"--rounds {args.rounds} --repeats {args.repeats}`; {args.rounds} interleaved rounds, each the median "
-        f"of {args.repeats} steps per size.",
+        f"--sizes {args.sizes} --rounds {args.rounds} --repeats {args.repeats} --name {args.name}`; "
+        f"{args.rounds} interleaved rounds, each the median of {args.repeats} steps per size.",
+        "",
+        f"CPU: {hw['cpu']} ({hw['cpu_capability']}; oneDNN bf16 kernels: "
+        f"{'yes' if hw['onednn_bf16'] else 'no, so lean+prepack runs bf16 trees of 3+ nodes as fp32 products'}).",
         "",
     ]
     for dtype in [d for d in args.dtypes.split(",") if d]:

@@ -19,6 +19,17 @@ Cost: the packed weights are a copy (the model's own weights stay, for the `tran
 so the lean forward holds the projection weights twice in host memory (+538 MB for SmolLM2 fp32),
 and a change to the model's weights after the engine was built is not seen by the packed forward
 (build a new engine, or use prepack=false).
+
+bf16 on a CPU without bf16 kernels (AVX2 only: `native_bf16()` is False, e.g. AMD Zen 2/3 and
+most laptops). There oneDNN cannot pack a bf16 weight, and `F.linear` emulates the bf16 product
+at a cost that grows with the rows: on a Zen 3 (2 threads, SmolLM2-135M, KV 256) a bf16 tree of
+16 nodes took 8.2× a one-token step and one of 64 nodes 31× (`python -m experiments.forward_speed
+--dtypes bfloat16`), so that every tree cost more than it could win. Such a weight is packed as an
+fp32 copy instead: a product of M > `EMULATED_BF16_MAX_ROWS` rows runs as the fp32 product of the
+exactly upcast bf16 values (products exact in fp32, sums in fp32, result rounded to bf16: what a
+native bf16 kernel computes, up to the order of the sums), and a product of one or two rows stays
+with `F.linear` on the bf16 weight, which reads half the bytes. Cost: the fp32 copy (2× the bf16
+weights in host memory).
 """
 
 from __future__ import annotations
@@ -30,6 +41,16 @@ import torch.nn.functional as F
 # in practice but a different oneDNN build may block differently).
 _CHECK_RTOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2}
 
+# Rows up to which a bf16 product on a CPU without bf16 kernels stays with `F.linear` on the bf16
+# weight (measured on a Zen 3: 1 and 2 rows are faster there, from 3-4 rows on the fp32 copy is).
+EMULATED_BF16_MAX_ROWS = 2
+
+
+def native_bf16() -> bool:
+    """True if this CPU's oneDNN has bf16 kernels (AVX-512 BF16, AMX); without them a bf16 weight
+    is packed for fp32 compute (module docstring)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
 
 def prepack_unavailable(weight: torch.Tensor) -> str | None:
     """Why `weight` cannot be prepacked on this machine (None if it can)."""
@@ -39,8 +60,6 @@ def prepack_unavailable(weight: torch.Tensor) -> str | None:
         return "this torch build has no oneDNN (mkldnn)"
     if weight.dtype not in _CHECK_RTOL:
         return f"dtype {weight.dtype} (prepacking covers float32 and bfloat16)"
-    if weight.dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return "this CPU has no oneDNN bf16 support"
     if not all(hasattr(torch.ops.mkldnn, op) for op in ("_reorder_linear_weight", "_linear_pointwise")):
         return "this torch build lacks mkldnn._reorder_linear_weight / _linear_pointwise"
     return None
@@ -48,23 +67,50 @@ def prepack_unavailable(weight: torch.Tensor) -> str | None:
 
 class PackedLinear:
     """y = x Wᵀ + b with W reordered once into oneDNN's layout; called like `F.linear(x, W, b)`
-    on inputs [..., in] (contiguous)."""
+    on inputs [..., in] (contiguous). `fp32_compute`: W is a bf16 weight packed as fp32 (module
+    docstring); `weight` then keeps the bf16 original for the products of few rows."""
 
-    def __init__(self, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int) -> None:
+    def __init__(
+        self,
+        packed: torch.Tensor,
+        bias: torch.Tensor | None,
+        out_features: int,
+        weight: torch.Tensor | None = None,
+        plain_bias: torch.Tensor | None = None,
+    ) -> None:
         self.packed = packed
         self.bias = bias
         self.out_features = out_features
+        self.weight = weight
+        self.plain_bias = plain_bias
+
+    @property
+    def fp32_compute(self) -> bool:
+        return self.weight is not None
 
     @classmethod
     @torch.no_grad()
-    def build(cls, weight: torch.Tensor, bias: torch.Tensor | None = None) -> PackedLinear:
+    def build(
+        cls, weight: torch.Tensor, bias: torch.Tensor | None = None, fp32_compute: bool | None = None
+    ) -> PackedLinear:
         """Pack `weight` [out, in]; raises RuntimeError if the packed product disagrees with
-        `F.linear` beyond the dtype's tolerance on a random input (1 and 5 rows)."""
+        `F.linear` beyond the dtype's tolerance on a random input (1 and 5 rows). fp32_compute
+        (bf16 weights only): pack an fp32 copy; None = where this CPU has no bf16 kernels."""
         reason = prepack_unavailable(weight)
         if reason:
             raise RuntimeError(f"cannot prepack: {reason}")
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
-        linear = cls(packed, None if bias is None else bias.detach(), weight.shape[0])
+        weight = weight.detach()
+        bias = None if bias is None else bias.detach()
+        if fp32_compute is None:
+            fp32_compute = weight.dtype == torch.bfloat16 and not native_bf16()
+        if fp32_compute and weight.dtype != torch.bfloat16:
+            raise RuntimeError(f"cannot prepack: fp32_compute is for bfloat16 weights, not {weight.dtype}")
+        if fp32_compute:
+            packed = torch.ops.mkldnn._reorder_linear_weight(weight.float(), None)
+            linear = cls(packed, None if bias is None else bias.float(), weight.shape[0], weight, bias)
+        else:
+            packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
+            linear = cls(packed, bias, weight.shape[0])
         gen = torch.Generator().manual_seed(0)
         for rows in (1, 5):
             x = torch.randn(1, rows, weight.shape[1], generator=gen).to(weight.dtype)
@@ -76,7 +122,12 @@ class PackedLinear:
         return linear
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        if self.weight is None:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        if x.shape[-2] <= EMULATED_BF16_MAX_ROWS:
+            return F.linear(x, self.weight, self.plain_bias)
+        y = torch.ops.mkldnn._linear_pointwise(x.float(), self.packed, self.bias, "none", [], "")
+        return y.to(x.dtype)
 
 
 class PlainLinear:

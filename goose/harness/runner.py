@@ -42,6 +42,7 @@ from tqdm import tqdm
 
 from goose.engine.decode import Generation, generate
 from goose.engine.drafter import ARDrafter, Drafter
+from goose.engine.packed_linear import native_bf16
 from goose.engine.sampling import GREEDY, SamplingParams, derive_seed
 from goose.engine.tree import DraftTree
 from goose.engine.verifier import VerificationEngine
@@ -51,6 +52,17 @@ from goose.records.results import append_lock, append_row, cell_key, config_hash
 
 SESSION_ID = uuid.uuid4().hex[:12]
 logger = logging.getLogger(__name__)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux; `platform` elsewhere, often just the ISA)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def environment() -> dict[str, Any]:
@@ -71,8 +83,12 @@ def environment() -> dict[str, Any]:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {
         "hardware": {
-            "cpu": platform.processor() or platform.machine(),
+            "cpu": cpu_model(),
             "cpu_count": os.cpu_count(),
+            # the widest vector ISA torch dispatches to, and whether oneDNN has bf16 kernels here
+            # (without them bf16 products run as fp32, goose.engine.packed_linear)
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "onednn_bf16": bool(torch.backends.mkldnn.is_available() and native_bf16()),
             "torch_threads": torch.get_num_threads(),
             "gpu": gpu,
         },

@@ -74,6 +74,7 @@ def test_a_checkpoint_of_other_settings_is_refused_and_kept(tmp_path):
         setattr(a, k, v)
     for k in ("chat_template", "methods", "hf", "threads", "latency", "calibration_repeats"):
         setattr(a, k, None)
+    a.prepack = "auto"
     for k, v in dict(max_new_tokens=16, temperature=0.0, top_p=1.0, top_k=0, seed=0).items():
         setattr(a, k, v)
     prompts = [("humaneval", "HumanEval/0"), ("humaneval", "HumanEval/1")]
@@ -81,9 +82,10 @@ def test_a_checkpoint_of_other_settings_is_refused_and_kept(tmp_path):
     BenchCheckpoint(BenchCheckpoint.fingerprint_of(a, prompts, "abc")).save(path)
 
     assert BenchCheckpoint.load(path, BenchCheckpoint.fingerprint_of(a, prompts, "abc")).runs == []
-    a.limit = 3
+    a.limit, a.prepack = 3, "false"
     with pytest.raises(CheckpointMismatch) as err:
         BenchCheckpoint.load(path, BenchCheckpoint.fingerprint_of(a, prompts, "def"))
     message = str(err.value)
     assert "limit: checkpoint 2 vs now 3" in message and "git_commit" in message and "--fresh" in message
+    assert "prepack: checkpoint 'auto' vs now 'false'" in message
     assert path.is_file()

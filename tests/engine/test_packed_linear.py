@@ -9,7 +9,14 @@ import torch.nn.functional as F
 
 from goose.engine.decode import generate
 from goose.engine.drafter import ARDrafter
-from goose.engine.packed_linear import PackedLinear, PlainLinear, make_linear, prepack_unavailable
+from goose.engine.packed_linear import (
+    EMULATED_BF16_MAX_ROWS,
+    PackedLinear,
+    PlainLinear,
+    make_linear,
+    native_bf16,
+    prepack_unavailable,
+)
 from goose.engine.verifier import VerificationEngine
 from tests.tiny_models import tiny_model
 
@@ -39,6 +46,64 @@ def test_packed_product_bf16_close_to_f_linear():
     x = torch.randn(1, 5, 32, generator=gen).bfloat16()
     want = F.linear(x, w).float()
     assert torch.allclose(PackedLinear.build(w)(x).float(), want, rtol=2e-2, atol=2e-2)
+
+
+@needs_prepack
+@pytest.mark.parametrize("rows", [1, 2, 3, 17])
+def test_bf16_weight_packed_for_fp32_compute_rounds_like_a_bf16_product(rows):
+    """The AVX2 path (forced here, so that it is tested on every CPU): few rows go to F.linear on
+    the bf16 weight itself; more rows are the fp32 product of the upcast bf16 values rounded to
+    bf16, i.e. a bf16 product with fp32 sums: within one bf16 rounding of the exact product."""
+    gen = torch.Generator().manual_seed(rows)
+    w = torch.randn(96, 40, generator=gen).bfloat16()
+    b = torch.randn(96, generator=gen).bfloat16()
+    x = torch.randn(1, rows, 40, generator=gen).bfloat16()
+    linear = PackedLinear.build(w, b, fp32_compute=True)
+    assert linear.fp32_compute and linear.packed.dtype == torch.float32
+    got = linear(x)
+    assert got.dtype == torch.bfloat16 and got.shape == (1, rows, 96)
+    if rows <= EMULATED_BF16_MAX_ROWS:
+        assert torch.equal(got, F.linear(x, w, b))
+    else:
+        exact = F.linear(x.double(), w.double(), b.double())
+        ulp = exact.abs().float() * 2**-7  # bf16 keeps 8 significant bits
+        assert bool(((got.double() - exact).abs() <= ulp.double() + 1e-6).all())
+        # and not a product of truncated inputs: rounding x to 4 bits misses the bound somewhere
+        crude = F.linear(x.double().mul(16).round().div(16), w.double(), b.double())
+        assert not bool(((crude - exact).abs() <= ulp.double() + 1e-6).all())
+
+
+def test_bf16_fp32_compute_is_automatic_only_without_bf16_kernels():
+    if prepack_unavailable(torch.zeros(2, 2, dtype=torch.bfloat16)):
+        pytest.skip("no oneDNN prepacking in this torch build")
+    w = torch.randn(8, 4).bfloat16()
+    assert PackedLinear.build(w).fp32_compute is (not native_bf16())
+    assert not PackedLinear.build(w.float()).fp32_compute
+    with pytest.raises(RuntimeError, match="fp32_compute is for bfloat16 weights"):
+        PackedLinear.build(w.float(), fp32_compute=True)
+
+
+@needs_prepack
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_bf16_engine_with_fp32_compute_trees_matches_sequential_steps(arch, monkeypatch):
+    """A bf16 tiny model whose packed weights run as fp32 (as on an AVX2 CPU): the logits of a
+    verified chain equal those of one-token steps within bf16 rounding, so the engine is still
+    the same function of the prompt whichever product a step takes."""
+    import goose.engine.packed_linear as pl
+
+    monkeypatch.setattr(pl, "native_bf16", lambda: False)
+    model = tiny_model(arch, seed=5, dtype=torch.bfloat16)
+    engine = VerificationEngine(model, eos_token_ids=(), prepack=True)
+    assert engine.forward_name == "lean+prepack"
+    assert all(lin.fp32_compute for lin in (engine.lean.lm_head, engine.lean.layers[0][2]))
+    prompt = list(range(3, 19))
+    a = generate(engine, ARDrafter(), prompt, max_new_tokens=12)
+    plain = VerificationEngine(model, eos_token_ids=(), prepack=False)
+    b = generate(plain, ARDrafter(), prompt, max_new_tokens=12)
+    assert a.output_ids == b.output_ids  # one-row steps take F.linear on the bf16 weights either way
+    wide = engine.prefill(prompt).float()  # 16 rows: the fp32-compute products
+    ref = plain.prefill(prompt).float()
+    assert torch.allclose(wide, ref, rtol=3e-2, atol=3e-2)
 
 
 def test_unavailable_reasons_name_the_cause():
