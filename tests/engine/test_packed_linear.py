@@ -84,7 +84,7 @@ def test_bf16_fp32_compute_is_automatic_only_without_bf16_kernels():
 
 
 @needs_prepack
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3"])
 def test_bf16_engine_with_fp32_compute_trees_matches_sequential_steps(arch, monkeypatch):
     """A bf16 tiny model whose packed weights run as fp32 (as on an AVX2 CPU): the logits of a
     verified chain equal those of one-token steps within bf16 rounding, so the engine is still
@@ -95,7 +95,8 @@ def test_bf16_engine_with_fp32_compute_trees_matches_sequential_steps(arch, monk
     model = tiny_model(arch, seed=5, dtype=torch.bfloat16)
     engine = VerificationEngine(model, eos_token_ids=(), prepack=True)
     assert engine.forward_name == "lean+prepack"
-    assert all(lin.fp32_compute for lin in (engine.lean.lm_head, engine.lean.layers[0][2]))
+    linears = [engine.lean.lm_head, *(x for x in engine.lean.layers[0] if isinstance(x, PackedLinear))]
+    assert len(linears) == 5 and all(lin.fp32_compute for lin in linears)
     prompt = list(range(3, 19))
     a = generate(engine, ARDrafter(), prompt, max_new_tokens=12)
     plain = VerificationEngine(model, eos_token_ids=(), prepack=False)
