@@ -113,8 +113,9 @@ class LeanDecoder:
     prepack (CPU): every projection and the LM head run as `PackedLinear`s, their weights
     reordered once for oneDNN (goose.engine.packed_linear: 2-3x faster small-M products in fp32,
     1.3-1.7x in bf16 with bf16 kernels; bf16 weights on a CPU without them, AVX2 only, are packed
-    as fp32 copies for trees of 3+ nodes: 3-6x cheaper trees there); None = wherever `prepack_unavailable` allows, False = `F.linear` (the plain
-    path, kept as the fallback), True = required. `prepacked` says which one runs.
+    as fp32 copies for trees of 3+ nodes: 2-4x cheaper trees there); None = wherever
+    `prepack_unavailable` allows, False = `F.linear` (the plain path, kept as the fallback),
+    True = required. `prepacked` says which one runs.
     """
 
     MODEL_TYPES = ("llama", "qwen3")

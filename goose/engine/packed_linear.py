@@ -21,10 +21,10 @@ and a change to the model's weights after the engine was built is not seen by th
 (build a new engine, or use prepack=false).
 
 bf16 on a CPU without bf16 kernels (AVX2 only: `native_bf16()` is False, e.g. AMD Zen 2/3 and
-most laptops). There oneDNN cannot pack a bf16 weight, and `F.linear` emulates the bf16 product
-at a cost that grows with the rows: on a Zen 3 (2 threads, SmolLM2-135M, KV 256) a bf16 tree of
-16 nodes took 8.2× a one-token step and one of 64 nodes 31× (`python -m experiments.forward_speed
---dtypes bfloat16`), so that every tree cost more than it could win. Such a weight is packed as an
+most laptop CPUs). There oneDNN cannot pack a bf16 weight, and `F.linear` emulates the bf16
+product at a cost that grows with the rows: on a Zen 3 (2 threads, SmolLM2-135M, KV 256) a bf16
+tree of 16 nodes took 7.3× a one-token step and one of 64 nodes 27× (figures/forward_speed_avx2.md),
+so that nearly every tree cost more than it could win. Such a weight is packed as an
 fp32 copy instead: a product of M > `EMULATED_BF16_MAX_ROWS` rows runs as the fp32 product of the
 exactly upcast bf16 values (products exact in fp32, sums in fp32, result rounded to bf16: what a
 native bf16 kernel computes, up to the order of the sums), and a product of one or two rows stays
