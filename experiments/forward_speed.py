@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     sizes = sorted({int(s) for s in args.sizes.split(",") if s} | {1})
     results = {}
-    hw = environment()["hardware"]
+    env = environment()
+    hw = env["hardware"]
     lines = [
         f"# Forward variants: {args.model}, KV length {args.kv_len}, {torch.get_num_threads()} threads",
         "",
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(
-        json.dumps({"args": vars(args), "environment": environment(), "results": results}, indent=1) + "\n"
+        json.dumps({"args": vars(args), "environment": env, "results": results}, indent=1) + "\n"
     )
     (out / f"{args.name}.md").write_text("\n".join(lines))
     print(f"wrote {out / args.name}.json and .md")

@@ -48,8 +48,8 @@ EMULATED_BF16_MAX_ROWS = 2
 
 def native_bf16() -> bool:
     """True if this CPU's oneDNN has bf16 kernels (AVX-512 BF16, AMX); without them a bf16 weight
-    is packed for fp32 compute (module docstring)."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    is packed for fp32 compute (module docstring). False in a torch build without oneDNN."""
+    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def prepack_unavailable(weight: torch.Tensor) -> str | None:

@@ -88,7 +88,7 @@ def environment() -> dict[str, Any]:
             # the widest vector ISA torch dispatches to, and whether oneDNN has bf16 kernels here
             # (without them bf16 products run as fp32, goose.engine.packed_linear)
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "onednn_bf16": bool(torch.backends.mkldnn.is_available() and native_bf16()),
+            "onednn_bf16": native_bf16(),
             "torch_threads": torch.get_num_threads(),
             "gpu": gpu,
         },

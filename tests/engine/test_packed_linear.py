@@ -85,10 +85,10 @@ def test_bf16_fp32_compute_is_automatic_only_without_bf16_kernels():
 
 @needs_prepack
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3"])
-def test_bf16_engine_with_fp32_compute_trees_matches_sequential_steps(arch, monkeypatch):
-    """A bf16 tiny model whose packed weights run as fp32 (as on an AVX2 CPU): the logits of a
-    verified chain equal those of one-token steps within bf16 rounding, so the engine is still
-    the same function of the prompt whichever product a step takes."""
+def test_bf16_engine_with_fp32_compute_decodes_like_the_plain_lean_forward(arch, monkeypatch):
+    """A bf16 tiny model whose packed weights run as fp32 (as on an AVX2 CPU): every projection
+    and the LM head take that path, AR decodes what the plain lean forward decodes, and the
+    16-row prefill (fp32 products) gives its logits within bf16 rounding."""
     import goose.engine.packed_linear as pl
 
     monkeypatch.setattr(pl, "native_bf16", lambda: False)
