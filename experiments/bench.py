@@ -95,12 +95,14 @@ def method_factory(name: str, overrides: Sequence[str] = ()) -> Callable[[], Dra
 
 
 def model_and_engine(
-    name: str, dtype: str | None = None, prepack: str = "auto"
+    name: str, dtype: str | None = None, prepack: str = "auto", compile_forward: bool = False
 ) -> tuple[LoadedModel, VerificationEngine]:
     """conf/model/<name>.yaml, optionally in another dtype, and its warmed-up engine with the
-    config's `prepack` setting, through the harness's loader (the one `run.py` uses)."""
+    config's `prepack` and `compile` settings, through the harness's loader (the one `run.py`
+    uses)."""
     release_engines()  # one model in memory at a time
-    overrides = [f"model={name}", f"prepack={prepack}", *([f"model.dtype={dtype}"] if dtype else [])]
+    overrides = [f"model={name}", f"prepack={prepack}", f"compile={str(compile_forward).lower()}"]
+    overrides += [f"model.dtype={dtype}"] if dtype else []
     return load_engine(compose_config(overrides))
 
 
@@ -426,6 +428,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("auto", "true", "false"),
         help="the engine's prepack setting (false: the plain F.linear lean forward, the fallback)",
     )
+    ap.add_argument(
+        "--compile",
+        action="store_true",
+        help="the engine's compile setting: the verification steps' lean forward through torch.compile "
+        "(goose/engine/compiled_forward.py; compiles for 1-3 minutes at the warm-up)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
         "--methods", default="goose,goose:auto", help="engine methods besides AR; suffix :auto = budget=auto"
@@ -481,7 +489,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    loaded, engine = model_and_engine(args.model, args.dtype, args.prepack)
+    loaded, engine = model_and_engine(args.model, args.dtype, args.prepack, args.compile)
     model, eos = loaded.model, list(loaded.eos_token_ids)
     prompts = load_prompts(
         loaded.tokenizer,

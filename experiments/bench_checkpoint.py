@@ -44,6 +44,7 @@ FINGERPRINT_ARGS = (
     "chat_template",
     "max_new_tokens",
     "prepack",
+    "compile",
     "methods",
     "hf",
     "threads",

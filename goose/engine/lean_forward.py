@@ -1,5 +1,6 @@
 """The lean forward pass for Llama-architecture models (Llama 2/3, Vicuna, SmolLM2) and Qwen3: the
-same weights as the `transformers` model, a few lines of ops (gpt-fast's recipe, kept eager).
+same weights as the `transformers` model, a few lines of ops (gpt-fast's recipe; eager, or compiled
+by goose.engine.compiled_forward with `compile=true`).
 `goose.engine.verifier.verifier.VerificationEngine` uses it wherever `LeanDecoder.unsupported` says it can.
 """
 
@@ -92,7 +93,7 @@ def has_forward_hooks(model: torch.nn.Module) -> bool:
     )
 
 
-class LeanDecoder:
+class LeanDecoder(torch.nn.Module):
     """A lean forward pass for Llama-architecture models (Llama 2/3, Vicuna, SmolLM2) and Qwen3,
     written against the same weights (gpt-fast's "the model in a few lines"; no module hooks, no
     mask construction, no output dataclasses).
@@ -116,6 +117,11 @@ class LeanDecoder:
     as fp32 copies for trees of 3+ nodes: 2-4x cheaper trees there); None = wherever
     `prepack_unavailable` allows, False = `F.linear` (the plain path, kept as the fallback),
     True = required. `prepacked` says which one runs.
+
+    A `torch.nn.Module` only so that every tensor its forward reads is a registered buffer (the
+    projections are submodules in `projections`, the norm weights `_constant`s): inductor's
+    freezing then takes them as constants when goose.engine.compiled_forward compiles it. The
+    buffers are views of (or packed copies from) the model's weights, never trained.
     """
 
     MODEL_TYPES = ("llama", "qwen3")
@@ -157,12 +163,13 @@ class LeanDecoder:
         reason = self.unsupported(model)
         if reason:
             raise ValueError(f"lean forward unavailable: {reason}")
+        super().__init__()
         body = model.model
         cfg = model.config
         self._choose_prepack(model, prepack)
         self.embed = body.embed_tokens
         self.rotary = body.rotary_emb
-        self.norm_w = body.norm.weight
+        self.norm_w = self._constant(body.norm.weight.detach())
         self.norm_eps = body.norm.variance_epsilon
         self.layer_types = tuple(getattr(cfg, "layer_types", None) or ("full_attention",) * len(body.layers))
         self.layers = []
@@ -174,14 +181,14 @@ class LeanDecoder:
             q_norm, k_norm = getattr(a, "q_norm", None), getattr(a, "k_norm", None)
             self.layers.append(
                 (
-                    layer.input_layernorm.weight,
+                    self._constant(layer.input_layernorm.weight.detach()),
                     layer.input_layernorm.variance_epsilon,
                     self._linear(wqkv, bqkv),
                     (h, kv, d),
-                    None if q_norm is None else self._head_norm(q_norm, k_norm, h, kv),
+                    None if q_norm is None else self._head_norm(q_norm, k_norm, h, kv, self._constant),
                     a.scaling,
                     self._linear(a.o_proj.weight, a.o_proj.bias),
-                    layer.post_attention_layernorm.weight,
+                    self._constant(layer.post_attention_layernorm.weight.detach()),
                     layer.post_attention_layernorm.variance_epsilon,
                     self._linear(wgu, bgu),
                     self._linear(mlp.down_proj.weight, mlp.down_proj.bias),
@@ -191,6 +198,7 @@ class LeanDecoder:
 
     def _choose_prepack(self, model: torch.nn.Module, prepack: bool | None) -> None:
         """Set `prepacked` (see the class docstring) and build the LM head with it."""
+        self.projections = torch.nn.ModuleList()
         why_not = prepack_unavailable(model.lm_head.weight)
         if prepack and why_not:
             raise ValueError(f"prepack=true: {why_not}")
@@ -204,18 +212,27 @@ class LeanDecoder:
             self.lm_head = self._linear(model.lm_head.weight, model.lm_head.bias)
 
     def _linear(self, weight: torch.Tensor, bias: torch.Tensor | None) -> PackedLinear | PlainLinear:
-        return make_linear(weight, bias, self.prepacked)
+        """A projection, packed or plain as `prepacked` says, registered as a submodule."""
+        linear = make_linear(weight, bias, self.prepacked)
+        self.projections.append(linear)
+        return linear
+
+    def _constant(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` (a norm weight the forward reads) registered as a buffer, so that the compiled
+        forward (goose.engine.compiled_forward) freezes it like the projections' weights."""
+        self.register_buffer(f"constant_{len(self._buffers)}", tensor, persistent=False)
+        return tensor
 
     @staticmethod
     def _head_norm(
-        q_norm: torch.nn.Module, k_norm: torch.nn.Module, h: int, kv: int
+        q_norm: torch.nn.Module, k_norm: torch.nn.Module, h: int, kv: int, constant=lambda t: t
     ) -> tuple[torch.Tensor, float]:
         """Qwen3's per-head q_norm / k_norm as one weight [h + kv, d] over the fused q|k heads."""
         if q_norm.variance_epsilon != k_norm.variance_epsilon:
             raise ValueError("q_norm and k_norm with different eps")
         d = q_norm.weight.shape[0]
         weight = torch.cat([q_norm.weight.expand(h, d), k_norm.weight.expand(kv, d)])
-        return weight, q_norm.variance_epsilon
+        return constant(weight.detach()), q_norm.variance_epsilon
 
     @staticmethod
     def _fuse(module: torch.nn.Module, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -244,7 +261,7 @@ class LeanDecoder:
         module._goose_fused[names] = (fused, bias)
         return fused, bias
 
-    def __call__(
+    def forward(
         self,
         input_ids: torch.Tensor,
         position_ids: torch.Tensor,

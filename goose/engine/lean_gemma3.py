@@ -63,11 +63,12 @@ class LeanGemma3Decoder(LeanDecoder):
         reason = self.unsupported(model)
         if reason:
             raise ValueError(f"lean forward unavailable: {reason}")
+        torch.nn.Module.__init__(self)
         body, cfg = model.model, model.config
         self._choose_prepack(model, prepack)
         self.embed = body.embed_tokens  # scales by sqrt(hidden) itself
         self.rotary = body.rotary_emb
-        self.final_norm = _norm_params(body.norm)
+        self.final_norm = self._norm(body.norm)
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
         self.layer_types = tuple(cfg.layer_types)
         self.layers = []
@@ -79,24 +80,30 @@ class LeanGemma3Decoder(LeanDecoder):
             qk_w = torch.cat(
                 [_norm_params(a.q_norm)[0].expand(h, d), _norm_params(a.k_norm)[0].expand(kv, d)]
             )
+            qk_w = self._constant(qk_w.detach())
             self.layers.append(
                 (
-                    _norm_params(layer.input_layernorm),
+                    self._norm(layer.input_layernorm),
                     self._linear(wqkv, bqkv),
                     (h, kv, d),
                     (qk_w, a.q_norm.eps),
                     a.scaling,
                     self._linear(a.o_proj.weight, a.o_proj.bias),
-                    _norm_params(layer.post_attention_layernorm),
-                    _norm_params(layer.pre_feedforward_layernorm),
+                    self._norm(layer.post_attention_layernorm),
+                    self._norm(layer.pre_feedforward_layernorm),
                     self._linear(wgu, bgu),
                     self._linear(mlp.down_proj.weight, mlp.down_proj.bias),
-                    _norm_params(layer.post_feedforward_layernorm),
+                    self._norm(layer.post_feedforward_layernorm),
                     mlp.gate_proj.out_features,
                 )
             )
 
-    def __call__(
+    def _norm(self, norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
+        """`_norm_params` with (1 + w) registered as a buffer (`LeanDecoder._constant`)."""
+        one_plus_w, eps = _norm_params(norm)
+        return self._constant(one_plus_w.detach()), eps
+
+    def forward(
         self,
         input_ids: torch.Tensor,
         position_ids: torch.Tensor,

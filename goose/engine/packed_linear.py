@@ -8,7 +8,8 @@ oneDNN, which reorders the weight into its blocked layout on every call. Reorder
 once (`torch.ops.mkldnn._reorder_linear_weight`, with no batch-size hint so that one layout serves
 every M) and calling `torch.ops.mkldnn._linear_pointwise` on it reads the weight at ~35-40 GB/s for
 1 <= M <= 16 on the same machine (`python -m experiments.forward_speed` measures it). This is the
-weight prepacking that inductor's freezing pass does for CPU linears, used here without compiling.
+weight prepacking that inductor's freezing pass does for CPU linears, used here without compiling
+(goose.engine.compiled_forward compiles the rest of the step around these same packed weights).
 
 Numerics: a reordered fp32 product sums in another order than sgemm (~1e-6 relative); bf16
 products are bit-identical to `F.linear`'s (both are oneDNN). Every engine method, AR included,
@@ -65,10 +66,12 @@ def prepack_unavailable(weight: torch.Tensor) -> str | None:
     return None
 
 
-class PackedLinear:
+class PackedLinear(torch.nn.Module):
     """y = x Wᵀ + b with W reordered once into oneDNN's layout; called like `F.linear(x, W, b)`
     on inputs [..., in] (contiguous). `fp32_compute`: W is a bf16 weight packed as fp32 (module
-    docstring); `weight` then keeps the bf16 original for the products of few rows."""
+    docstring); `weight` then keeps the bf16 original for the products of few rows. A module whose
+    tensors are buffers, so that a compiled forward with inductor's freezing
+    (goose.engine.compiled_forward) takes them as constants and calls oneDNN on them directly."""
 
     def __init__(
         self,
@@ -78,11 +81,12 @@ class PackedLinear:
         weight: torch.Tensor | None = None,
         plain_bias: torch.Tensor | None = None,
     ) -> None:
-        self.packed = packed
-        self.bias = bias
+        super().__init__()
+        self.register_buffer("packed", packed, persistent=False)
+        self.register_buffer("bias", bias, persistent=False)
+        self.register_buffer("weight", weight, persistent=False)
+        self.register_buffer("plain_bias", plain_bias, persistent=False)
         self.out_features = out_features
-        self.weight = weight
-        self.plain_bias = plain_bias
 
     @property
     def fp32_compute(self) -> bool:
@@ -121,7 +125,7 @@ class PackedLinear:
                 raise RuntimeError("packed product disagrees with F.linear; not using it")
         return linear
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight is None:
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         if x.shape[-2] <= EMULATED_BF16_MAX_ROWS:
@@ -130,15 +134,16 @@ class PackedLinear:
         return y.to(x.dtype)
 
 
-class PlainLinear:
+class PlainLinear(torch.nn.Module):
     """`F.linear(x, W, b)` behind the same call as `PackedLinear` (the fallback)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
-        self.weight = weight
-        self.bias = bias
+        super().__init__()
+        self.register_buffer("weight", weight.detach(), persistent=False)
+        self.register_buffer("bias", None if bias is None else bias.detach(), persistent=False)
         self.out_features = weight.shape[0]
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
 
 

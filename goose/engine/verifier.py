@@ -52,6 +52,7 @@ from itertools import compress
 
 import torch
 
+from goose.engine.compiled_forward import compile_lean
 from goose.engine.drafter import VerifyOutcome
 from goose.engine.kv_cache import TreeKVCache
 from goose.engine.lean_forward import LeanDecoder, has_forward_hooks, lean_decoder, lean_unsupported
@@ -159,12 +160,13 @@ class VerificationEngine:
         True = require it, False = always the `transformers` forward). prepack: the lean
         forward's weights reordered once for oneDNN (goose.engine.packed_linear; None = wherever
         available, True = required, False = plain `F.linear`); ignored without the lean forward.
-        compile_forward: the verification steps' lean forward through `torch.compile` (automatic
-        dynamic shapes: one graph for the one-node step and one for every tree size and KV length
-        after the first recompilations; fewer, fused kernels, so less launch overhead per step on
-        a GPU); the prefill stays eager. Off by default: `make gpu-check` measures
-        whether it helps (experiments/gpu_check.py); it needs the lean forward and plain
-        `F.linear` weights (prepacked oneDNN weights are not compiled)."""
+        compile_forward: the verification steps' lean forward through `torch.compile`
+        (goose.engine.compiled_forward: automatic dynamic shapes, a handful of graphs per run;
+        on a CPU with the weights frozen, the prepacked products kept, and a C++ wrapper, so no
+        Python runs between kernels; fewer, fused kernels, so less launch overhead per step on a
+        GPU); the prefill stays eager. Off by default (compiling takes minutes): `make
+        gpu-check` measures whether it helps on a GPU, `experiments/forward_speed.py --variants
+        lean+prepack,lean+prepack+compile` on a CPU. It needs the lean forward."""
         self.model = model
         self.eos_token_ids = tuple(eos_token_ids)
         cfg = model.config
@@ -191,7 +193,7 @@ class VerificationEngine:
         self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.lean: LeanDecoder | None = None
         if lean or (lean is None and lean_unsupported(model) is None):
-            self.lean = lean_decoder(model, prepack=False if compile_forward else prepack)
+            self.lean = lean_decoder(model, prepack=prepack)
         self.compiled = compile_forward
         self._lean_forward = self.lean
         if compile_forward:
@@ -199,18 +201,12 @@ class VerificationEngine:
                 raise ValueError(
                     f"compile_forward needs the lean forward: {lean_unsupported(model) or 'lean=False'}"
                 )
-            if prepack:
-                raise ValueError(
-                    "compile_forward and prepack=True exclude each other (compiled weights are plain)"
-                )
-            # automatic dynamic shapes: the head counts stay static, the tree size and the KV
-            # length become symbolic after their first change (a few compilations in all)
-            self._lean_forward = torch.compile(self.lean.__call__)
+            self._lean_forward = compile_lean(self.lean, self.device)
 
     @property
     def forward_name(self) -> str:
-        """Which forward runs: `transformers`, `lean`, `lean+prepack` or `lean+compile` (recorded
-        in every row)."""
+        """Which forward runs: `transformers`, `lean`, `lean+prepack`, `lean+compile` or
+        `lean+prepack+compile` (recorded in every row)."""
         if self.lean is None or has_forward_hooks(self.model):
             return "transformers"
         name = "lean+prepack" if self.lean.prepacked else "lean"

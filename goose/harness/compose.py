@@ -143,11 +143,12 @@ def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
     """The model of `cfg.model` and its verification engine, warmed up; cached per process (one
     model in memory at a time), so that the jobs of a multirun in one process load it once. The
     engine's forward is the lean one unless `engine_lean(cfg)` says otherwise, with its weights
-    prepacked as `engine_prepack(cfg)` says."""
+    prepacked as `engine_prepack(cfg)` says, compiled if `compile: true`."""
     spec = OmegaConf.to_container(cfg.model, resolve=True)
     lean = engine_lean(cfg)
     prepack = engine_prepack(cfg)
-    key = repr((sorted(spec.items()), lean, prepack))
+    compile_forward = bool(cfg.get("compile", False))
+    key = repr((sorted(spec.items()), lean, prepack, compile_forward))
     if key not in _ENGINES:
         _ENGINES.clear()
         try:
@@ -156,9 +157,14 @@ def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
             raise UserError(str(exc)) from None
         try:
             engine = VerificationEngine(
-                loaded.model, loaded.eos_token_ids, loaded.context_length, lean=lean, prepack=prepack
+                loaded.model,
+                loaded.eos_token_ids,
+                loaded.context_length,
+                lean=lean,
+                prepack=prepack,
+                compile_forward=compile_forward,
             )
-        except ValueError as exc:  # prepack=true where it cannot run
+        except ValueError as exc:  # prepack=true or compile=true where it cannot run
             raise UserError(str(exc)) from None
         warm_up(engine, loaded.tokenizer(WARM_UP_TEXT).input_ids)
         _ENGINES[key] = (loaded, engine)

@@ -201,6 +201,9 @@ class GooseBenchConfig:
     )
     budget_profile: str | None = None  # budget=auto: a saved latency table (JSON) instead of calibrating
     prepack: Any = _checked("auto", _check_prepack)
+    compile: Any = _checked(
+        False, partial(check_bool, why="the verification steps' lean forward through torch.compile")
+    )
     sampling: SamplingSchema = field(default_factory=SamplingSchema)
 
 

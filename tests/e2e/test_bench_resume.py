@@ -74,7 +74,7 @@ def test_a_checkpoint_of_other_settings_is_refused_and_kept(tmp_path):
         setattr(a, k, v)
     for k in ("chat_template", "methods", "hf", "threads", "latency", "calibration_repeats"):
         setattr(a, k, None)
-    a.prepack = "auto"
+    a.prepack, a.compile = "auto", False
     for k, v in dict(max_new_tokens=16, temperature=0.0, top_p=1.0, top_k=0, seed=0).items():
         setattr(a, k, v)
     prompts = [("humaneval", "HumanEval/0"), ("humaneval", "HumanEval/1")]

@@ -11,6 +11,7 @@ import torch
 
 from goose.engine.decode import generate
 from goose.engine.drafter import ARDrafter
+from goose.engine.packed_linear import prepack_unavailable
 from goose.engine.tree import BRANCH, SPINE, DraftTree, ancestor_matrix, tree_attention_inputs
 from goose.engine.verifier import NonFiniteLogitsError, VerificationEngine, cut_at_stop, greedy_walk
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
@@ -341,7 +342,7 @@ def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
     qkv = 1 if arch == "gemma3" else 2  # where a layer's tuple holds the fused q/k/v projection
     fused = VerificationEngine(model, eos_token_ids=(), prepack=False).lean.layers[0][qkv].weight
     plain = VerificationEngine(model, eos_token_ids=(), prepack=False).lean
-    assert plain.layers[0][qkv].weight is fused and not plain.prepacked  # fusion reused
+    assert plain.layers[0][qkv].weight.data_ptr() == fused.data_ptr() and not plain.prepacked  # reused
     attn = model.model.layers[0].self_attn
     assert attn.k_proj.weight.data_ptr() == fused[attn.q_proj.out_features].data_ptr()
     assert isinstance(lean.lean, LeanGemma3Decoder) == (arch == "gemma3")
@@ -355,19 +356,29 @@ def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_the_compiled_lean_forward_decodes_as_the_eager_one(arch):
-    """compile_forward (torch.compile, dynamic shapes): the same AR tokens and, on a tree, the same
-    logits as the eager lean forward; the flag is refused where it cannot apply."""
+@pytest.mark.parametrize(
+    ("arch", "prepack"), [("llama", False), ("qwen3", False), ("llama", None), ("gemma3", None)]
+)
+def test_the_compiled_lean_forward_decodes_as_the_eager_one(arch, prepack):
+    """compile_forward (torch.compile, dynamic shapes; on a CPU with frozen weights, the prepacked
+    products and a C++ wrapper): the same AR tokens and, on a tree, the same accepted nodes and
+    logits as the eager lean forward of the same weights; the flag is refused where it cannot
+    apply."""
+    if prepack is None and prepack_unavailable(torch.zeros(2, 2)):
+        pytest.skip("no oneDNN prepacking in this torch build")
     model = tiny_model(arch, seed=4)
-    eager = VerificationEngine(model, eos_token_ids=(), context_length=256, prepack=False)
-    compiled = VerificationEngine(model, eos_token_ids=(), context_length=256, compile_forward=True)
-    assert compiled.forward_name == "lean+compile"
+    eager = VerificationEngine(model, eos_token_ids=(), context_length=256, prepack=prepack)
+    compiled = VerificationEngine(
+        model, eos_token_ids=(), context_length=256, prepack=prepack, compile_forward=True
+    )
+    assert compiled.forward_name == eager.forward_name + "+compile"
     prompt = list(range(5, 17))
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     assert (
         generate(compiled, ARDrafter(), prompt, max_new_tokens=10).output_ids
         == generate(eager, ARDrafter(), prompt, max_new_tokens=10).output_ids
     )
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > graphs  # it did compile
     rng = random.Random(2)
     for engine in (eager, compiled):
         engine.prefill(prompt)
@@ -378,5 +389,15 @@ def test_the_compiled_lean_forward_decodes_as_the_eager_one(arch):
     torch.testing.assert_close(got.logits, want.logits, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="compile_forward needs the lean forward"):
         VerificationEngine(model, eos_token_ids=(), lean=False, compile_forward=True)
-    with pytest.raises(ValueError, match="exclude each other"):
-        VerificationEngine(model, eos_token_ids=(), prepack=True, compile_forward=True)
+
+
+def test_compile_forward_without_a_cpp_compiler_is_refused_with_the_reason(monkeypatch):
+    """On a CPU inductor needs a C++ compiler: without one, compile_forward is refused at once with
+    a message that says so (instead of failing inside inductor at the first step)."""
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv("CXX", raising=False)
+    model = tiny_model("llama", seed=4)
+    with pytest.raises(ValueError, match="C\\+\\+ compiler"):
+        VerificationEngine(model, eos_token_ids=(), compile_forward=True)
+    monkeypatch.setenv("CXX", "/bin/sh")  # any executable named by CXX counts
+    assert VerificationEngine(model, eos_token_ids=(), compile_forward=True).forward_name.endswith("+compile")

@@ -152,6 +152,7 @@ def test_drafter_configs_are_unchanged_by_validation():
         (["threads=0"], ["threads = 0", ">= 1"]),
         (["quick=maybe"], ["quick = 'maybe'", "auto, true, false"]),
         (["prepack=maybe"], ["prepack = 'maybe'", "auto, true, false"]),
+        (["compile=maybe"], ["compile = 'maybe'", "true or false"]),
         (["wandb=sometimes"], ["wandb = 'sometimes'", "online, offline, disabled"]),
         (["budget=sometimes"], ["budget = 'sometimes'", "fixed, auto"]),
         (["model.dtype=float64"], ["model.dtype = 'float64'", "float32, float16, bfloat16"]),
