@@ -432,7 +432,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--compile",
         action="store_true",
         help="the engine's compile setting: the verification steps' lean forward through torch.compile "
-        "(goose/engine/compiled_forward.py; compiles for 1-3 minutes at the warm-up)",
+        "(goose/engine/compiled_forward.py; compiles for minutes at the warm-up)",
     )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(

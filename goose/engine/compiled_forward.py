@@ -16,10 +16,12 @@ weights arrive packed for oneDNN, which is the faster of the two on the developm
 
 Shapes: automatic dynamic shapes. The one-node step (no mask) is one graph; the tree size and
 the KV length become symbolic after their first change, so a run compiles a handful of graphs
-in all (two more on a CPU without bf16 kernels in bf16, where products of 1-2 rows and of 3+ rows
-take different paths, goose.engine.packed_linear). The prefill stays eager. Compilation takes
-1-3 minutes on a 2-core CPU at the first steps of a process (inductor caches its artifacts on
-disk, so later processes compile faster); that is why it is off by default.
+in all (three in an fp32 `python run.py compile=true`; more on a CPU without bf16 kernels in
+bf16, where products of 1-2 rows and of 3+ rows take different paths,
+goose.engine.packed_linear). The prefill stays eager. Compilation takes minutes at the first
+steps of a process (3-9 minutes measured on a 2-core Zen 3: 200 s in `experiments.forward_speed`,
+532 s in the start-up calibration of `experiments.bench --compile`); that is why it is off by
+default.
 
 Numerics: fused pointwise kernels sum the norms' statistics in another order (~1e-6 relative in
 fp32); every engine method, AR included, runs the same compiled forward, so losslessness between

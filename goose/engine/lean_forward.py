@@ -169,7 +169,7 @@ class LeanDecoder(torch.nn.Module):
         self._choose_prepack(model, prepack)
         self.embed = body.embed_tokens
         self.rotary = body.rotary_emb
-        self.norm_w = self._constant(body.norm.weight.detach())
+        self.norm_w = self._constant(body.norm.weight)
         self.norm_eps = body.norm.variance_epsilon
         self.layer_types = tuple(getattr(cfg, "layer_types", None) or ("full_attention",) * len(body.layers))
         self.layers = []
@@ -181,14 +181,14 @@ class LeanDecoder(torch.nn.Module):
             q_norm, k_norm = getattr(a, "q_norm", None), getattr(a, "k_norm", None)
             self.layers.append(
                 (
-                    self._constant(layer.input_layernorm.weight.detach()),
+                    self._constant(layer.input_layernorm.weight),
                     layer.input_layernorm.variance_epsilon,
                     self._linear(wqkv, bqkv),
                     (h, kv, d),
-                    None if q_norm is None else self._head_norm(q_norm, k_norm, h, kv, self._constant),
+                    None if q_norm is None else self._head_norm(q_norm, k_norm, h, kv),
                     a.scaling,
                     self._linear(a.o_proj.weight, a.o_proj.bias),
-                    self._constant(layer.post_attention_layernorm.weight.detach()),
+                    self._constant(layer.post_attention_layernorm.weight),
                     layer.post_attention_layernorm.variance_epsilon,
                     self._linear(wgu, bgu),
                     self._linear(mlp.down_proj.weight, mlp.down_proj.bias),
@@ -218,21 +218,22 @@ class LeanDecoder(torch.nn.Module):
         return linear
 
     def _constant(self, tensor: torch.Tensor) -> torch.Tensor:
-        """`tensor` (a norm weight the forward reads) registered as a buffer, so that the compiled
-        forward (goose.engine.compiled_forward) freezes it like the projections' weights."""
+        """`tensor` (a norm weight the forward reads), detached and registered as a buffer, so that
+        the compiled forward (goose.engine.compiled_forward) freezes it like the projections'
+        weights."""
+        tensor = tensor.detach()
         self.register_buffer(f"constant_{len(self._buffers)}", tensor, persistent=False)
         return tensor
 
-    @staticmethod
     def _head_norm(
-        q_norm: torch.nn.Module, k_norm: torch.nn.Module, h: int, kv: int, constant=lambda t: t
+        self, q_norm: torch.nn.Module, k_norm: torch.nn.Module, h: int, kv: int
     ) -> tuple[torch.Tensor, float]:
         """Qwen3's per-head q_norm / k_norm as one weight [h + kv, d] over the fused q|k heads."""
         if q_norm.variance_epsilon != k_norm.variance_epsilon:
             raise ValueError("q_norm and k_norm with different eps")
         d = q_norm.weight.shape[0]
         weight = torch.cat([q_norm.weight.expand(h, d), k_norm.weight.expand(kv, d)])
-        return constant(weight.detach()), q_norm.variance_epsilon
+        return self._constant(weight), q_norm.variance_epsilon
 
     @staticmethod
     def _fuse(module: torch.nn.Module, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -80,7 +80,7 @@ class LeanGemma3Decoder(LeanDecoder):
             qk_w = torch.cat(
                 [_norm_params(a.q_norm)[0].expand(h, d), _norm_params(a.k_norm)[0].expand(kv, d)]
             )
-            qk_w = self._constant(qk_w.detach())
+            qk_w = self._constant(qk_w)
             self.layers.append(
                 (
                     self._norm(layer.input_layernorm),
@@ -101,7 +101,7 @@ class LeanGemma3Decoder(LeanDecoder):
     def _norm(self, norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
         """`_norm_params` with (1 + w) registered as a buffer (`LeanDecoder._constant`)."""
         one_plus_w, eps = _norm_params(norm)
-        return self._constant(one_plus_w.detach()), eps
+        return self._constant(one_plus_w), eps
 
     def forward(
         self,
