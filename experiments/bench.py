@@ -27,7 +27,9 @@ holds at T > 0 too; STAND, which samples its drafts, is exact in distribution on
 transformers contenders sample too (`do_sample=True`, named hf:sample and hf:pld).
 
 Resume: with --out, the finished repeats are kept in <out>.partial, and the same command resumes a
-run cut short at its next repeat (experiments/bench_checkpoint.py; --fresh starts over).
+run cut short at its next repeat (experiments/bench_checkpoint.py; --fresh starts over). The same
+command with --show-partial prints what the finished repeats measured so far, without running
+anything. A progress bar per repeat (stderr) shows the prompts done and the time left.
 
 For final numbers run it on a quiet machine (nothing else running; `--threads` = physical cores):
 
@@ -54,6 +56,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch  # noqa: E402
 from goose.engine.auto_budget import wrap_auto_budget  # noqa: E402
@@ -134,6 +137,21 @@ def load_prompts(
 
 
 # ------------------------------------------------------------------------------------ contenders
+HF_CONTENDERS = ("greedy", "pld")
+
+
+def contender_names(methods: str, hf: str, greedy: bool) -> list[str]:
+    """The contenders' names for comma-separated --methods and --hf, in the order they are built:
+    engine:ar, the engine methods, the transformers ones (hf:greedy is hf:sample when sampling).
+    ValueError names an unknown --hf contender and the valid ones."""
+    names = [REFERENCE] + [f"engine:{m}" for m in methods.split(",") if m and m != "ar"]
+    for h in [h for h in hf.split(",") if h]:
+        if h not in HF_CONTENDERS:
+            raise ValueError(f"unknown --hf contender {h!r}; choose from {', '.join(HF_CONTENDERS)}")
+        names.append(f"hf:{'sample' if h == 'greedy' and not greedy else h}")
+    return list(dict.fromkeys(names))
+
+
 @dataclass
 class Run:
     """One contender on one prompt."""
@@ -452,13 +470,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="discard <out>.partial (the finished repeats of an interrupted run) instead of resuming it",
     )
+    ap.add_argument(
+        "--show-partial",
+        action="store_true",
+        help="print the summary of the finished repeats in <out>.partial and exit: runs nothing, loads "
+        "no model, leaves the checkpoint to be resumed",
+    )
     args = ap.parse_args(argv)
+    if args.show_partial and not args.out:
+        ap.error("--show-partial reads <out>.partial: give --out")
     if args.repeats < 1 or args.limit < 1 or args.max_new_tokens < 1:
         ap.error("--repeats, --limit and --max-new-tokens must be >= 1")
     try:
         args.sampling = SamplingParams(args.temperature, args.top_p, args.top_k)
     except ValueError as exc:
         ap.error(str(exc).replace("sampling.", "--").replace("_", "-"))
+    try:
+        contender_names(args.methods, args.hf, args.sampling.greedy)
+    except ValueError as exc:
+        ap.error(str(exc))
     return args
 
 
@@ -485,8 +515,49 @@ def open_checkpoint(
         raise SystemExit(f"experiments.bench: {exc}") from None
 
 
+def runs_of(ckpt: BenchCheckpoint) -> list[list[dict[str, Run | None]]]:
+    """The checkpoint's finished repeats as runs[repeat][prompt][contender]."""
+    return [
+        [{n: None if r is None else Run(**r) for n, r in got.items()} for got in rep_runs]
+        for rep_runs in ckpt.runs
+    ]
+
+
+def show_partial(out: str) -> dict[str, Any]:
+    """Print and return the summary of the repeats finished so far in `<out>.partial` (the bench
+    whose record `out` will be, still running or cut short). No hardware floor: that is measured
+    after the last repeat. The checkpoint is only read."""
+    path = BenchCheckpoint.path_for(out)
+    if not path.is_file():
+        raise SystemExit(f"experiments.bench: no finished repeats to show: {path} does not exist")
+    try:
+        ckpt = BenchCheckpoint.read(path)
+    except CheckpointMismatch as exc:
+        raise SystemExit(f"experiments.bench: {exc}") from None
+    fp = ckpt.fingerprint
+    runs = runs_of(ckpt)
+    if not runs:
+        raise SystemExit(f"experiments.bench: {path} holds no finished repeat yet")
+    prompts = [BenchPrompt(bench, prompt_id, []) for bench, prompt_id in fp["prompts"]]
+    names = contender_names(fp["methods"], fp["hf"], greedy=fp["temperature"] == 0)
+    summary = summarise([n for n in names if n in runs[0][0]], prompts, runs)
+    machines = ", ".join(
+        f"{i + 1}: {e['hardware'].get('cpu')} (session {e.get('session_id')})"
+        for i, e in enumerate(ckpt.environments)
+    )
+    header = (
+        f"{len(runs)} finished repeat(s) in {path}, git commit {fp['git_commit']}: model={fp['model']} "
+        f"dtype={fp['dtype']} threads={fp['threads']} benches={fp['benches']} prompts/bench<={fp['limit']} "
+        f"max_new_tokens={fp['max_new_tokens']}\nrepeats ran on {machines}"
+    )
+    print_summary(summary, header)
+    return summary
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.show_partial:
+        return show_partial(args.out)
     if args.threads:
         torch.set_num_threads(args.threads)
     loaded, engine = model_and_engine(args.model, args.dtype, args.prepack, args.compile)
@@ -533,8 +604,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     contenders: dict[str, Contender] = {n: engine_contender(engine, d, sampling) for n, d in drafters.items()}
     hf_kwargs = {"greedy": {}, "pld": {"prompt_lookup_num_tokens": 10}}
     for h in [h for h in args.hf.split(",") if h]:
-        if h not in hf_kwargs:
-            raise SystemExit(f"unknown --hf contender {h!r}; choose from {', '.join(hf_kwargs)}")
         name = "sample" if h == "greedy" and not sampling.greedy else h
         contenders[f"hf:{name}"] = hf_contender(model, eos, sampling, **hf_kwargs[h])
     names = list(contenders)
@@ -548,17 +617,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     for n, state in ckpt.drafter_states.items():  # after the warm-up, which may touch drafter state
         drafters[n].restore_run_state(state)
-    runs: list[list[dict[str, Run | None]]] = [
-        [{n: None if r is None else Run(**r) for n, r in got.items()} for got in rep_runs]
-        for rep_runs in ckpt.runs
-    ]
+    runs = runs_of(ckpt)
     errors: list[dict[str, str]] = ckpt.errors
     if runs:
         print(f"resuming: {len(runs)} of {args.repeats} repeats are in {BenchCheckpoint.path_for(args.out)}")
     for rep in range(len(runs), args.repeats):
         t_rep = time.perf_counter()
         rep_runs: list[dict[str, Run | None]] = []
-        for i, p in enumerate(prompts):
+        progress = tqdm(prompts, desc=f"repeat {rep + 1}/{args.repeats}", unit="prompt", mininterval=30)
+        for i, p in enumerate(progress):  # the bar updates between prompts, outside every timed call
             k = (i + rep) % len(names)
             order = names[k:] + names[:k]
             got: dict[str, Run | None] = {}

@@ -21,7 +21,9 @@ another machine) is timed there. Each ratio is computed within one repeat, where
 ran side by side on the same prompts, so per-repeat ratios stay side-by-side measurements; the
 record lists which environment ran which repeat (`repeat_environments`), and tokens/s should only
 be compared within one environment. The finished run deletes the checkpoint once its record is
-written.
+written. `python -m experiments.bench --out <out> --show-partial` prints the summary of the
+repeats a checkpoint holds so far (it loads no model and leaves the checkpoint as it is), so a run
+that spans several sessions can be read between them.
 """
 
 from __future__ import annotations
@@ -89,14 +91,20 @@ class BenchCheckpoint:
         dump_atomically(path, {"format": FORMAT, **self.__dict__})
 
     @classmethod
-    def load(cls, path: Path, fingerprint: dict[str, Any]) -> BenchCheckpoint:
-        """The checkpoint at `path`; CheckpointMismatch if it was written with another fingerprint
-        (or by another version of this format)."""
+    def read(cls, path: Path) -> BenchCheckpoint:
+        """The checkpoint at `path`, whatever its fingerprint (to show its finished repeats);
+        CheckpointMismatch if another version of this format wrote it."""
         with path.open("rb") as fh:
             saved = pickle.load(fh)
         if saved.pop("format", None) != FORMAT:
             raise CheckpointMismatch(f"{path} was written by another version of experiments/bench.py")
-        ckpt = cls(**saved)
+        return cls(**saved)
+
+    @classmethod
+    def load(cls, path: Path, fingerprint: dict[str, Any]) -> BenchCheckpoint:
+        """The checkpoint at `path`; CheckpointMismatch if it was written with another fingerprint
+        (or by another version of this format)."""
+        ckpt = cls.read(path)
         differ = sorted(
             k
             for k in set(fingerprint) | set(ckpt.fingerprint)

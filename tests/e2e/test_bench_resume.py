@@ -57,6 +57,14 @@ def test_an_interrupted_bench_resumes_with_the_same_drafts(tmp_path, monkeypatch
     assert len(saved["runs"]) == 1 and set(saved["drafter_states"]) == {"engine:tr:auto"}
 
     monkeypatch.setattr(bench, "derive_seed", derive_seed)
+    with monkeypatch.context() as m:  # --show-partial loads no model and runs nothing
+        m.setattr(bench, "model_and_engine", None)
+        shown = bench.main([*args, "--out", str(out), "--show-partial"])
+    assert partial.is_file() and not out.exists()
+    assert [len(v) for v in shown["tokens_per_s_per_repeat"].values()] == [1] * CONTENDERS
+    for name in ("engine:ar", "engine:tr:auto"):
+        assert shown["overhead"][name]["steps_repeat1"] == whole["summary"]["overhead"][name]["steps_repeat1"]
+
     resumed = bench.main([*args, "--out", str(out)])
     assert not partial.exists() and out.is_file()
     assert drafted(resumed) == drafted(whole)
@@ -89,3 +97,18 @@ def test_a_checkpoint_of_other_settings_is_refused_and_kept(tmp_path):
     assert "limit: checkpoint 2 vs now 3" in message and "git_commit" in message and "--fresh" in message
     assert "prepack: checkpoint 'auto' vs now 'false'" in message
     assert path.is_file()
+
+
+def test_show_partial_without_a_checkpoint_says_so(tmp_path, capsys):
+    with pytest.raises(SystemExit) as err:
+        bench.main(["--out", str(tmp_path / "none.json"), "--show-partial"])
+    assert "no finished repeats to show" in str(err.value) and "none.json.partial" in str(err.value)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--show-partial"])
+    assert "give --out" in capsys.readouterr().err
+
+
+def test_an_unknown_transformers_contender_is_refused_before_loading_anything(capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--hf", "greedy,beam"])
+    assert "unknown --hf contender 'beam'; choose from greedy, pld" in capsys.readouterr().err
