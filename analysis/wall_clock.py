@@ -5,8 +5,11 @@ and over all prompts, median [min, max] over the interleaved repeats, one table 
 Reads the greedy bench records `<out>/bench_<dtype>.json` that `make bench` writes next to the
 figures (sampling records, `bench_sampling_*`, are left to their own protocol). The ratio of a
 repeat is taken within that repeat (both contenders ran interleaved on the same prompts), then
-summarised over repeats. Wall-clock is machine-dependent: the caption names the run's CPU, threads
-and protocol.
+summarised over repeats: each repeat's tokens/s per benchmark are summed from the record's
+per-prompt tokens and seconds, over the prompts every contender completed in every repeat (as the
+bench's own summary does). The record's `tokens_per_s*` spreads (median, min, max over repeats)
+are never divided: a ratio of medians is not the median of the per-repeat ratios. Wall-clock is
+machine-dependent: the caption names the run's CPU, threads and protocol.
 """
 
 from __future__ import annotations
@@ -32,6 +35,27 @@ def ratios(per_repeat: dict[str, list[float]], name: str, baseline: str) -> list
     return [a / b for a, b in zip(per_repeat[name], per_repeat[baseline], strict=True) if b > 0]
 
 
+def per_repeat_tokens_per_s(
+    record: dict,
+) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]]]:
+    """Each contender's tokens/s in each repeat, over all prompts and per benchmark (in the
+    record's order), from the record's `per_prompt` runs (module docstring)."""
+    names = list(record["summary"]["tokens_per_s"])
+    prompts = record["per_prompt"]
+    repeats = range(len(prompts[0]["runs"])) if prompts else range(0)
+    done = [p for p in prompts if all(p["runs"][r].get(n) is not None for r in repeats for n in names)]
+
+    def rate(rep: int, name: str, bench: str | None) -> float:
+        runs = [p["runs"][rep][name] for p in done if bench is None or p["bench"] == bench]
+        seconds = sum(run["seconds"] for run in runs)
+        return sum(run["tokens"] for run in runs) / seconds if seconds else float("nan")
+
+    benches = list(dict.fromkeys(p["bench"] for p in done))
+    overall = {n: [rate(r, n, None) for r in repeats] for n in names}
+    per_bench = {b: {n: [rate(r, n, b) for r in repeats] for n in names} for b in benches}
+    return overall, per_bench
+
+
 def bench_records(out: Path) -> list[tuple[Path, dict]]:
     """The greedy `make bench` records in `out`, by file name."""
     records = []
@@ -51,10 +75,9 @@ def build(res: Results, out: Path) -> Output:
         raise Skip(f"no greedy `make bench` record (bench_<dtype>.json) in {out}")
     output = Output()
     for path, data in records:
-        summary, args = data["summary"], data["args"]
-        per_bench = summary["tokens_per_s_per_bench"]
+        args = data["args"]
+        overall, per_bench = per_repeat_tokens_per_s(data)
         benches = list(per_bench)
-        overall = summary["tokens_per_s"]
         hw = data.get("environment", {}).get("hardware", {})
         cpu = hw.get("cpu")
         if hw.get("cpu_capability"):  # records from before the field name only the ISA family

@@ -251,7 +251,8 @@ def summarise(
 
     reps = range(len(runs))
     tokens_per_s = {n: [tps(r, n) for r in reps] for n in names}
-    per_bench = {b: {n: spread([tps(r, n, b) for r in reps]) for n in names} for b in benches}
+    per_bench_per_repeat = {b: {n: [tps(r, n, b) for r in reps] for n in names} for b in benches}
+    per_bench = {b: {n: spread(v) for n, v in row.items()} for b, row in per_bench_per_repeat.items()}
     pairs = [(a, b) for (a, b) in TARGETS if a in names and b in names]
     for n in names:
         if n.startswith("engine:") and n != REFERENCE and REFERENCE in names:
@@ -319,6 +320,7 @@ def summarise(
         "tokens_per_s": {n: spread(v) for n, v in tokens_per_s.items()},
         "tokens_per_s_per_repeat": tokens_per_s,
         "tokens_per_s_per_bench": per_bench,
+        "tokens_per_s_per_bench_per_repeat": per_bench_per_repeat,
         "ratios": ratios,
         "targets": targets,
         "identical_to_engine_ar": identical,

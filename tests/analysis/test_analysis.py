@@ -354,26 +354,55 @@ EXPECTED = {
 }
 
 
-def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
-    """A `make bench` record: 2 benches, 2 repeats, engine AR, Goose auto and hf:pld."""
-    import json
+# tokens/s of each contender in each of 3 repeats (one prompt of 60 tokens per benchmark)
+BENCH_RATES = {
+    "humaneval": {
+        "engine:ar": [10.0, 20.0, 30.0],
+        "engine:goose:auto": [40.0, 30.0, 60.0],
+        "hf:pld": [20.0, 20.0, 20.0],
+    },
+    "gsm8k": {
+        "engine:ar": [10.0, 10.0, 10.0],
+        "engine:goose:auto": [15.0, 20.0, 25.0],
+        "hf:pld": [10.0, 10.0, 10.0],
+    },
+}
 
-    per_bench = {
-        "humaneval": {"engine:ar": [10.0, 20.0], "engine:goose:auto": [30.0, 50.0], "hf:pld": [15.0, 25.0]},
-        "gsm8k": {"engine:ar": [10.0, 10.0], "engine:goose:auto": [15.0, 20.0], "hf:pld": [10.0, 10.0]},
+
+def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
+    """A `make bench` record as experiments/bench.py writes it: per-prompt runs (tokens, seconds)
+    for 2 benches x 3 repeats x (engine AR, Goose auto, hf:pld), and a summary whose tokens/s are
+    spreads (median, min, max over repeats), which the analysis must not divide."""
+    import json
+    import statistics
+
+    def spread(v: list[float]) -> list[float]:
+        return [statistics.median(v), min(v), max(v)]
+
+    names = list(BENCH_RATES["humaneval"])
+    per_prompt = [
+        {
+            "bench": bench,
+            "prompt_id": f"{bench}/0",
+            "runs": [{n: {"tokens": 60, "seconds": 60 / rates[n][r]} for n in names} for r in range(3)],
+        }
+        for bench, rates in BENCH_RATES.items()
+    ]
+    overall = {
+        n: [120 / sum(60 / BENCH_RATES[b][n][r] for b in BENCH_RATES) for r in range(3)] for n in names
     }
     record = {
-        "args": {"model": "smollm2-135m", "limit": 2, "repeats": 2, "max_new_tokens": 16, "threads": 2},
+        "args": {"model": "smollm2-135m", "limit": 1, "repeats": 3, "max_new_tokens": 60, "threads": 2},
         "dtype": "bfloat16",
         "environment": {"hardware": {"cpu": "test-cpu"}},
         "summary": {
-            "tokens_per_s": {
-                "engine:ar": [10.0, 15.0],
-                "engine:goose:auto": [20.0, 30.0],
-                "hf:pld": [12.5, 15.0],
+            "tokens_per_s": {n: spread(v) for n, v in overall.items()},
+            "tokens_per_s_per_repeat": overall,
+            "tokens_per_s_per_bench": {
+                b: {n: spread(v) for n, v in rates.items()} for b, rates in BENCH_RATES.items()
             },
-            "tokens_per_s_per_bench": per_bench,
         },
+        "per_prompt": per_prompt,
     }
     out.mkdir(parents=True, exist_ok=True)
     path = out / name
@@ -396,11 +425,13 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
     }
     table = (out / "wall_clock_bfloat16_vs_engine_ar.md").read_text()
     goose = next(line for line in table.splitlines() if line.startswith("| engine:goose:auto"))
-    # HumanEval: repeats 30/10 = 3.0 and 50/20 = 2.5; GSM8K 1.5 and 2.0; all prompts 2.0 and 2.0
-    assert goose == "| engine:goose:auto | 2.75 [2.50, 3.00] | 1.75 [1.50, 2.00] | 2.00 [2.00, 2.00] |"
-    assert "hf:pld | 1.38 [1.25, 1.50]" in table  # 15/10, 25/20
+    # HumanEval: repeats 40/10, 30/20, 60/30 = 4.0, 1.5, 2.0 (the spreads' quotients would be
+    # 40/20, 30/10, 60/30 = 2.0, 3.0, 2.0); GSM8K 1.5, 2.0, 2.5; all prompts, 120 tokens over the
+    # two prompts' seconds: (120/5.5)/(120/12), (120/5)/(120/9), (120/3.4)/(120/8) = 2.18, 1.8, 2.35
+    assert goose == "| engine:goose:auto | 2.00 [1.50, 4.00] | 2.00 [1.50, 2.50] | 2.18 [1.80, 2.35] |"
+    assert "hf:pld | 1.00 [0.67, 2.00]" in table  # 20/10, 20/20, 20/30
     assert (
-        "engine:goose:auto | 2.00 [2.00, 2.00] | 1.75 [1.50, 2.00] | 1.80 [1.60, 2.00]"
+        "engine:goose:auto | 2.00 [1.50, 3.00] | 2.00 [1.50, 2.50] | 1.80 [1.64, 2.65]"
         in (out / "wall_clock_bfloat16_vs_hf_pld.md").read_text()
     )
 
