@@ -26,6 +26,7 @@ from analysis import (
     main_results,
     non_degradation,
     opt_tree,
+    performance_targets,
     reproduction,
     sampling,
     sensitivity,
@@ -52,6 +53,7 @@ SCRIPTS = [
     opt_tree,
     sampling,
     wall_clock,
+    performance_targets,
 ]
 
 

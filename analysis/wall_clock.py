@@ -35,6 +35,18 @@ def ratios(per_repeat: dict[str, list[float]], name: str, baseline: str) -> list
     return [a / b for a, b in zip(per_repeat[name], per_repeat[baseline], strict=True) if b > 0]
 
 
+def machine(record: dict) -> str:
+    """The CPU a record was measured on, with its vector ISA and oneDNN bf16 support where the
+    record names them (records from before those fields name only the ISA family)."""
+    hw = record.get("environment", {}).get("hardware", {})
+    cpu = str(hw.get("cpu"))
+    if hw.get("gpu"):
+        return str(hw["gpu"])
+    if hw.get("cpu_capability"):
+        cpu = f"{cpu} ({hw['cpu_capability']}, {'with' if hw.get('onednn_bf16') else 'no'} oneDNN bf16)"
+    return cpu
+
+
 def per_repeat_tokens_per_s(
     record: dict,
 ) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]]]:
@@ -78,10 +90,7 @@ def build(res: Results, out: Path) -> Output:
         args = data["args"]
         overall, per_bench = per_repeat_tokens_per_s(data)
         benches = list(per_bench)
-        hw = data.get("environment", {}).get("hardware", {})
-        cpu = hw.get("cpu")
-        if hw.get("cpu_capability"):  # records from before the field name only the ISA family
-            cpu = f"{cpu} ({hw['cpu_capability']}, {'with' if hw.get('onednn_bf16') else 'no'} oneDNN bf16)"
+        cpu = machine(data)
         forward = f", forward {data['forward']}" if data.get("forward") else ""
         protocol = (
             f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, first {args.get('limit')} prompts of each "

@@ -4,6 +4,7 @@ torch import. Runs on synthetic rows written to tmp_path (fast, no model)."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -351,6 +352,7 @@ EXPECTED = {
     "sampling.md",
     "sampling_goose_advantage.md",
     "sampling_tau_vs_temperature.png",
+    "performance_targets.md",
 }
 
 
@@ -434,6 +436,78 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
         "engine:goose:auto | 2.00 [1.50, 3.00] | 2.00 [1.50, 2.50] | 1.80 [1.64, 2.65]"
         in (out / "wall_clock_bfloat16_vs_hf_pld.md").read_text()
     )
+
+
+def write_forward_speed_record(out: Path) -> Path:
+    """An experiments/forward_speed.py record: floor and 3 interleaved rounds per tree size for a
+    variant at 1.5x its one-token floor with t(16)/t(1) = 1.3 and one at 2x with 1.6."""
+    import json
+
+    record = {
+        "environment": {"hardware": {"cpu": "test-cpu", "cpu_capability": "AVX2", "onednn_bf16": False}},
+        "results": {
+            "float32": {
+                "floor_s": {"1": 0.010, "16": 0.012, "64": 0.040},
+                "variants": {
+                    "fast": {
+                        "1": [0.014, 0.016, 0.015],
+                        "16": [0.0182, 0.020, 0.0195],
+                        "64": [0.08, 0.08, 0.09],
+                    },
+                    "slow": {"1": [0.020, 0.020, 0.021], "16": [0.032, 0.032, 0.034], "64": [0.1, 0.1, 0.1]},
+                },
+            }
+        },
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "forward_speed_test.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_performance_targets_report_every_figure_met_or_not(tmp_path):
+    from analysis import performance_targets
+    from analysis.report import Skip
+
+    out = tmp_path / "fig"
+    with pytest.raises(Skip, match="no forward_speed"):
+        performance_targets.build(None, out)
+    write_forward_speed_record(out)
+    write_bench_record(out)
+    performance_targets.build(None, out)
+    rows = [r for r in (out / "performance_targets.md").read_text().splitlines() if r.startswith("| ")][1:]
+    cells = [[c.strip() for c in r.strip("|").split(" | ")] for r in rows]
+    by = {(c[0], c[1].split("`")[-2] if c[1].count("`") > 2 else c[1]): (c[3], c[4]) for c in cells}
+    fast, slow = "fast", "slow"
+    assert by[("one-token step ≤ 1.5× floor", fast)] == (
+        "15.0 ms = 1.50× [1.40, 1.60] floor (10.0 ms)",
+        "met",
+    )
+    assert by[("one-token step ≤ 1.5× floor", slow)][1] == "**not met**"
+    assert by[("t(16)/t(1) ≤ 1.3", fast)] == ("1.30 [1.25, 1.30]", "met")  # within each round
+    assert by[("t(16)/t(1) ≤ 1.3", slow)] == ("1.60 [1.60, 1.62]", "**not met**")
+    assert by[("t(64) beside its floor", fast)] == (
+        "80.0 ms = 2.00× [2.00, 2.25] floor (40.0 ms)",
+        "(no target)",
+    )
+    bench = [c for c in cells if c[1].startswith("`bench_bfloat16.json`")]
+    goose_ar = next(c for c in bench if c[0].startswith("Goose auto ≥ 2.0× engine AR"))
+    # per-repeat ratios (write_bench_record): HumanEval 4.0, 1.5, 2.0 and GSM8K 1.5, 2.0, 2.5
+    assert goose_ar[3].startswith("lowest HumanEval 2.00× [1.50, 4.00]; all prompts 2.18× [1.80, 2.35]")
+    assert goose_ar[4] == "met"
+    assert next(c for c in bench if "prompt lookup" in c[0])[4] == "met"
+    assert not [c for c in bench if c[0].startswith("engine AR")]  # the record has no hf:greedy
+    # a benchmark below the target fails the every-benchmark target
+    record = json.loads((out / "bench_bfloat16.json").read_text())
+    for prompt in record["per_prompt"]:
+        if prompt["bench"] == "gsm8k":
+            for run in prompt["runs"]:
+                run["engine:goose:auto"]["seconds"] *= 1.5
+    (out / "bench_bfloat16.json").write_text(json.dumps(record))
+    performance_targets.build(None, out)
+    table = (out / "performance_targets.md").read_text()
+    row = next(r for r in table.splitlines() if "Goose auto ≥ 2.0× engine AR" in r)
+    assert "lowest GSM8K 1.33×" in row and row.endswith("| **not met** |")
 
 
 def test_make_figures_writes_every_file(grid, tmp_path, capsys):
