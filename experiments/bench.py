@@ -26,10 +26,10 @@ deterministic drafters must reproduce engine:ar's sample token for token (the id
 holds at T > 0 too; STAND, which samples its drafts, is exact in distribution only); the
 transformers contenders sample too (`do_sample=True`, named hf:sample and hf:pld).
 
-Resume: with --out, the finished repeats are kept in <out>.partial, and the same command resumes a
-run cut short at its next repeat (experiments/bench_checkpoint.py; --fresh starts over). The same
-command with --show-partial prints what the finished repeats measured so far, without running
-anything. A progress bar per repeat (stderr) shows the prompts done and the time left.
+Resume: with --out, every finished prompt is kept in <out>.partial, and the same command resumes a
+run cut short at the prompt where it stopped (experiments/bench_checkpoint.py; --fresh starts
+over). The same command with --show-partial prints what the finished repeats measured so far,
+without running anything. A progress bar per repeat (stderr) shows the prompts done and the time left.
 
 For final numbers run it on a quiet machine (nothing else running; `--threads` = physical cores):
 
@@ -470,7 +470,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--fresh",
         action="store_true",
-        help="discard <out>.partial (the finished repeats of an interrupted run) instead of resuming it",
+        help="discard <out>.partial (what an interrupted run finished) instead of resuming it",
     )
     ap.add_argument(
         "--show-partial",
@@ -497,7 +497,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def open_checkpoint(
     args: argparse.Namespace, prompts: list[BenchPrompt], env: dict[str, Any]
 ) -> BenchCheckpoint | None:
-    """The finished repeats of an interrupted run with these settings (experiments.bench_checkpoint),
+    """What an interrupted run with these settings finished (experiments.bench_checkpoint),
     or None: no --out, nothing to resume, or --fresh. Settings that differ from the checkpoint's
     end the run with a message naming them (nothing is deleted)."""
     if not args.out:
@@ -517,12 +517,14 @@ def open_checkpoint(
         raise SystemExit(f"experiments.bench: {exc}") from None
 
 
+def runs_of_repeat(saved: list[dict[str, Any]]) -> list[dict[str, Run | None]]:
+    """One repeat's saved prompts as [prompt][contender] -> Run (None: failed)."""
+    return [{n: None if r is None else Run(**r) for n, r in got.items()} for got in saved]
+
+
 def runs_of(ckpt: BenchCheckpoint) -> list[list[dict[str, Run | None]]]:
     """The checkpoint's finished repeats as runs[repeat][prompt][contender]."""
-    return [
-        [{n: None if r is None else Run(**r) for n, r in got.items()} for got in rep_runs]
-        for rep_runs in ckpt.runs
-    ]
+    return [runs_of_repeat(rep_runs) for rep_runs in ckpt.runs]
 
 
 def show_partial(out: str) -> dict[str, Any]:
@@ -538,19 +540,26 @@ def show_partial(out: str) -> dict[str, Any]:
         raise SystemExit(f"experiments.bench: {exc}") from None
     fp = ckpt.fingerprint
     runs = runs_of(ckpt)
-    if not runs:
-        raise SystemExit(f"experiments.bench: {path} holds no finished repeat yet")
     prompts = [BenchPrompt(bench, prompt_id, []) for bench, prompt_id in fp["prompts"]]
+    in_progress = f"; repeat {len(runs) + 1}: {len(ckpt.current)} of {len(prompts)} prompts done"
+    if not runs:
+        raise SystemExit(f"experiments.bench: {path} holds no finished repeat yet{in_progress}")
     names = contender_names(fp["methods"], fp["hf"], greedy=fp["temperature"] == 0)
     summary = summarise([n for n in names if n in runs[0][0]], prompts, runs)
-    machines = ", ".join(
-        f"{i + 1}: {e['hardware'].get('cpu')} (session {e.get('session_id')})"
-        for i, e in enumerate(ckpt.environments)
+    machines = "; ".join(
+        f"repeat {r + 1}: "
+        + ", ".join(
+            f"from prompt {s['first_prompt'] + 1} {s['environment']['hardware'].get('cpu')} "
+            f"(session {s['environment'].get('session_id')})"
+            for s in segments
+        )
+        for r, segments in enumerate(ckpt.environments)
     )
     header = (
-        f"{len(runs)} finished repeat(s) in {path}, git commit {fp['git_commit']}: model={fp['model']} "
-        f"dtype={fp['dtype']} threads={fp['threads']} benches={fp['benches']} prompts/bench<={fp['limit']} "
-        f"max_new_tokens={fp['max_new_tokens']}\nrepeats ran on {machines}"
+        f"{len(runs)} finished repeat(s) in {path}{in_progress if ckpt.current else ''}, git commit "
+        f"{fp['git_commit']}: model={fp['model']} dtype={fp['dtype']} threads={fp['threads']} "
+        f"benches={fp['benches']} prompts/bench<={fp['limit']} max_new_tokens={fp['max_new_tokens']}\n"
+        f"ran on {machines}"
     )
     print_summary(summary, header)
     return summary
@@ -621,13 +630,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         drafters[n].restore_run_state(state)
     runs = runs_of(ckpt)
     errors: list[dict[str, str]] = ckpt.errors
-    if runs:
-        print(f"resuming: {len(runs)} of {args.repeats} repeats are in {BenchCheckpoint.path_for(args.out)}")
+    if runs or ckpt.current:
+        print(
+            f"resuming {BenchCheckpoint.path_for(args.out)}: {len(runs)} of {args.repeats} repeats finished, "
+            f"repeat {len(runs) + 1} at prompt {len(ckpt.current) + 1} of {len(prompts)}"
+        )
     for rep in range(len(runs), args.repeats):
         t_rep = time.perf_counter()
-        rep_runs: list[dict[str, Run | None]] = []
-        progress = tqdm(prompts, desc=f"repeat {rep + 1}/{args.repeats}", unit="prompt", mininterval=30)
-        for i, p in enumerate(progress):  # the bar updates between prompts, outside every timed call
+        rep_runs = runs_of_repeat(ckpt.current)
+        if len(ckpt.environments) <= rep:
+            ckpt.environments.append([])
+        ckpt.environments[rep].append({"first_prompt": len(rep_runs), "environment": env})
+        progress = tqdm(
+            range(len(rep_runs), len(prompts)),
+            total=len(prompts),
+            initial=len(rep_runs),
+            desc=f"repeat {rep + 1}/{args.repeats}",
+            unit="prompt",
+            mininterval=30,
+        )
+        for i in progress:  # the bar updates between prompts, outside every timed call
+            p = prompts[i]
             k = (i + rep) % len(names)
             order = names[k:] + names[:k]
             got: dict[str, Run | None] = {}
@@ -639,6 +662,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     errors.append({"repeat": rep, "prompt": p.prompt_id, "contender": n, "error": repr(exc)})
                     traceback.print_exc()
             rep_runs.append(got)
+            ckpt.current.append({n: None if r is None else asdict(r) for n, r in got.items()})
+            ckpt.drafter_states = {n: d.run_state() for n, d in drafters.items() if d.carries_run_state}
+            if args.out:
+                ckpt.save(BenchCheckpoint.path_for(args.out))
         runs.append(rep_runs)
         done = [i for i, g in enumerate(rep_runs) if all(g[n] is not None for n in names)]
         line = ", ".join(
@@ -646,9 +673,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for n in names
         )
         print(f"repeat {rep + 1}/{args.repeats} ({time.perf_counter() - t_rep:.0f} s): tokens/s {line}")
-        ckpt.runs.append([{n: None if r is None else asdict(r) for n, r in got.items()} for got in rep_runs])
-        ckpt.environments.append(env)
-        ckpt.drafter_states = {n: d.run_state() for n, d in drafters.items() if d.carries_run_state}
+        ckpt.runs.append(ckpt.current)
+        ckpt.current = []
         if args.out:
             ckpt.save(BenchCheckpoint.path_for(args.out))
 

@@ -1,8 +1,9 @@
-"""Resuming `make bench` (experiments/bench.py) at a repeat boundary.
+"""Resuming `make bench` (experiments/bench.py) at the prompt where it was cut short.
 
 The full protocol (5 benchmarks x 20 prompts x 3 repeats x 9 contenders) runs for hours on a 2-core
-CPU; a run cut short (Ctrl-C, a session that ends, a killed job) must not lose its finished
-repeats. After each repeat the bench writes `<out>.partial` (pickle, written atomically):
+CPU, longer than some sessions; a run cut short (Ctrl-C, a session that ends, a killed job) must
+not lose what it measured. After each prompt (every contender ran on it) the bench writes
+`<out>.partial` (pickle, written atomically, between prompts, outside every timed call):
 
     fingerprint      what the numbers depend on (model, dtype, prompts, methods, sampling, budget
                      curve source, threads, git commit); a resume with another fingerprint is
@@ -10,18 +11,20 @@ repeats. After each repeat the bench writes `<out>.partial` (pickle, written ato
     latency_table    the curve budget=auto used (a resume reuses it, so the trees are the same)
     runs             every finished repeat: per prompt, per contender, the `Run` as a plain dict
                      (output ids, seconds, time split, steps, tree nodes), or None if it failed
+    current          the same for the finished prompts of the repeat in progress
     errors           failed (repeat, prompt, contender)s so far
-    drafter_states   each engine contender's `Drafter.run_state()` after the last finished repeat
+    drafter_states   each engine contender's `Drafter.run_state()` after the last finished prompt
                      (budget=auto's learnt acceptance rates, Token Recycling's table, ...), so
-                     that a resumed repeat drafts exactly what an uninterrupted run would
-    environments     `goose.harness.runner.environment()` of the process that ran each repeat
+                     that a resumed run drafts exactly what an uninterrupted run would
+    environments     per repeat, the processes that ran it: [{"first_prompt": i, "environment":
+                     goose.harness.runner.environment()}, ...] (two or more where it was resumed)
 
-What a resume cannot give back is the machine: a repeat that runs in another process (or on
-another machine) is timed there. Each ratio is computed within one repeat, where every contender
-ran side by side on the same prompts, so per-repeat ratios stay side-by-side measurements; the
-record lists which environment ran which repeat (`repeat_environments`), and tokens/s should only
-be compared within one environment. The finished run deletes the checkpoint once its record is
-written. `python -m experiments.bench --out <out> --show-partial` prints the summary of the
+What a resume cannot give back is the machine: prompts run by another process (or on another
+machine) are timed there. Every contender runs on a prompt before the next prompt starts, so each
+prompt's contenders are always measured side by side, in one process, and a repeat's ratio sums
+such side-by-side measurements; the record lists which process ran which prompts
+(`repeat_environments`), and tokens/s should only be compared within one environment. The
+finished run deletes the checkpoint once its record is written. `python -m experiments.bench --out <out> --show-partial` prints the summary of the
 repeats a checkpoint holds so far (it loads no model and leaves the checkpoint as it is), so a run
 that spans several sessions can be read between them.
 """
@@ -35,7 +38,7 @@ from typing import Any
 
 from goose.harness.run_state import dump_atomically
 
-FORMAT = 1
+FORMAT = 2  # 1: checkpoints at repeat boundaries only
 # argparse fields the measured numbers depend on (not --out, --repeats: a resume may ask for more).
 FINGERPRINT_ARGS = (
     "model",
@@ -65,14 +68,15 @@ class CheckpointMismatch(ValueError):
 
 @dataclass
 class BenchCheckpoint:
-    """The finished repeats of one bench invocation (see the module docstring)."""
+    """The finished prompts and repeats of one bench invocation (see the module docstring)."""
 
     fingerprint: dict[str, Any]
     latency_table: dict[str, Any] | None = None
     runs: list[list[dict[str, Any]]] = field(default_factory=list)
+    current: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)
     drafter_states: dict[str, Any] = field(default_factory=dict)
-    environments: list[dict[str, Any]] = field(default_factory=list)
+    environments: list[list[dict[str, Any]]] = field(default_factory=list)
 
     @staticmethod
     def path_for(out: str | Path) -> Path:

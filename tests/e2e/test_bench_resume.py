@@ -29,7 +29,17 @@ def drafted(record: dict) -> list[tuple]:
     ]
 
 
-def test_an_interrupted_bench_resumes_with_the_same_drafts(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("stop_at_seed", "finished_repeats", "finished_prompts"),
+    [
+        (4, 0, 1),  # in repeat 1, at prompt 2: prompt 1 is kept
+        (6, 1, 0),  # at the first prompt of repeat 2: repeat 1 is kept
+        (8, 1, 1),  # in repeat 2, at prompt 2
+    ],
+)
+def test_an_interrupted_bench_resumes_with_the_same_drafts(
+    tmp_path, monkeypatch, stop_at_seed, finished_repeats, finished_prompts
+):
     profile = tmp_path / "profile.json"
     LatencyTable(sizes=[1, 2, 8, 32], seconds=[0.02, 0.021, 0.024, 0.04]).save(profile)
     args = [*ARGS, "--latency", str(profile)]
@@ -41,34 +51,46 @@ def test_an_interrupted_bench_resumes_with_the_same_drafts(tmp_path, monkeypatch
     seeds_drawn = 0
     derive_seed = bench.derive_seed
 
-    def interrupt_in_repeat_2(*a):  # one seed per contender and prompt
+    def interrupt(*a):  # one seed per contender and prompt, in the order they run
         nonlocal seeds_drawn
         seeds_drawn += 1
-        if seeds_drawn > CONTENDERS * PROMPTS + 1:
+        if seeds_drawn == stop_at_seed:
             raise KeyboardInterrupt
         return derive_seed(*a)
 
-    monkeypatch.setattr(bench, "derive_seed", interrupt_in_repeat_2)
+    monkeypatch.setattr(bench, "derive_seed", interrupt)
     with pytest.raises(KeyboardInterrupt):
         bench.main([*args, "--out", str(out)])
     assert not out.exists() and partial.is_file()
     with partial.open("rb") as fh:
         saved = pickle.load(fh)
-    assert len(saved["runs"]) == 1 and set(saved["drafter_states"]) == {"engine:tr:auto"}
+    assert len(saved["runs"]) == finished_repeats and len(saved["current"]) == finished_prompts
+    assert set(saved["drafter_states"]) == {"engine:tr:auto"}
 
     monkeypatch.setattr(bench, "derive_seed", derive_seed)
-    with monkeypatch.context() as m:  # --show-partial loads no model and runs nothing
-        m.setattr(bench, "model_and_engine", None)
-        shown = bench.main([*args, "--out", str(out), "--show-partial"])
-    assert partial.is_file() and not out.exists()
-    assert [len(v) for v in shown["tokens_per_s_per_repeat"].values()] == [1] * CONTENDERS
-    for name in ("engine:ar", "engine:tr:auto"):
-        assert shown["overhead"][name]["steps_repeat1"] == whole["summary"]["overhead"][name]["steps_repeat1"]
+    if finished_repeats:
+        with monkeypatch.context() as m:  # --show-partial loads no model and runs nothing
+            m.setattr(bench, "model_and_engine", None)
+            shown = bench.main([*args, "--out", str(out), "--show-partial"])
+        assert partial.is_file() and not out.exists()
+        assert [len(v) for v in shown["tokens_per_s_per_repeat"].values()] == [1] * CONTENDERS
+        for name in ("engine:ar", "engine:tr:auto"):
+            assert (
+                shown["overhead"][name]["steps_repeat1"]
+                == whole["summary"]["overhead"][name]["steps_repeat1"]
+            )
+    else:
+        with pytest.raises(SystemExit, match="no finished repeat yet; repeat 1: 1 of 2 prompts done"):
+            bench.main([*args, "--out", str(out), "--show-partial"])
 
     resumed = bench.main([*args, "--out", str(out)])
     assert not partial.exists() and out.is_file()
     assert drafted(resumed) == drafted(whole)
-    assert len(resumed["repeat_environments"]) == 2
+    segments = [[s["first_prompt"] for s in rep] for rep in resumed["repeat_environments"]]
+    cut = finished_prompts if finished_prompts else None
+    expected = [[0], [0]]
+    expected[finished_repeats] = [0, cut] if cut else [0]
+    assert segments == expected
     identical = resumed["summary"]["identical_to_engine_ar"]["engine:tr:auto"]
     assert identical["identical"] == PROMPTS
 
