@@ -375,7 +375,6 @@ def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
     """A `make bench` record as experiments/bench.py writes it: per-prompt runs (tokens, seconds)
     for 2 benches x 3 repeats x (engine AR, Goose auto, hf:pld), and a summary whose tokens/s are
     spreads (median, min, max over repeats), which the analysis must not divide."""
-    import json
     import statistics
 
     def spread(v: list[float]) -> list[float]:
@@ -406,6 +405,10 @@ def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
         },
         "per_prompt": per_prompt,
     }
+    return write_record(out, name, record)
+
+
+def write_record(out: Path, name: str, record: dict) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / name
     path.write_text(json.dumps(record))
@@ -441,7 +444,6 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
 def write_forward_speed_record(out: Path) -> Path:
     """An experiments/forward_speed.py record: floor and 3 interleaved rounds per tree size for a
     variant at 1.5x its one-token floor with t(16)/t(1) = 1.3 and one at 2x with 1.6."""
-    import json
 
     record = {
         "environment": {"hardware": {"cpu": "test-cpu", "cpu_capability": "AVX2", "onednn_bf16": False}},
@@ -459,10 +461,7 @@ def write_forward_speed_record(out: Path) -> Path:
             }
         },
     }
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "forward_speed_test.json"
-    path.write_text(json.dumps(record))
-    return path
+    return write_record(out, "forward_speed_test.json", record)
 
 
 def test_performance_targets_report_every_figure_met_or_not(tmp_path):
