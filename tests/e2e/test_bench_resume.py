@@ -29,6 +29,19 @@ def drafted(record: dict) -> list[tuple]:
     ]
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The bench's arguments (budget=auto from a fixed latency profile) and its record when
+    nothing interrupts it."""
+    tmp = tmp_path_factory.mktemp("bench")
+    profile = tmp / "profile.json"
+    LatencyTable(sizes=[1, 2, 8, 32], seconds=[0.02, 0.021, 0.024, 0.04]).save(profile)
+    args = [*ARGS, "--latency", str(profile)]
+    whole = bench.main([*args, "--out", str(tmp / "whole.json")])
+    assert not BenchCheckpoint.path_for(tmp / "whole.json").exists()
+    return args, whole
+
+
 @pytest.mark.parametrize(
     ("stop_at_seed", "finished_repeats", "finished_prompts"),
     [
@@ -38,13 +51,9 @@ def drafted(record: dict) -> list[tuple]:
     ],
 )
 def test_an_interrupted_bench_resumes_with_the_same_drafts(
-    tmp_path, monkeypatch, stop_at_seed, finished_repeats, finished_prompts
+    uninterrupted, tmp_path, monkeypatch, stop_at_seed, finished_repeats, finished_prompts
 ):
-    profile = tmp_path / "profile.json"
-    LatencyTable(sizes=[1, 2, 8, 32], seconds=[0.02, 0.021, 0.024, 0.04]).save(profile)
-    args = [*ARGS, "--latency", str(profile)]
-    whole = bench.main([*args, "--out", str(tmp_path / "whole.json")])
-    assert not BenchCheckpoint.path_for(tmp_path / "whole.json").exists()
+    args, whole = uninterrupted
 
     out = tmp_path / "cut.json"
     partial = BenchCheckpoint.path_for(out)
