@@ -139,8 +139,13 @@ def contender_names(methods: str, hf: str, greedy: bool) -> list[str]:
     for h in [h for h in hf.split(",") if h]:
         if h not in HF_CONTENDERS:
             raise ValueError(f"unknown --hf contender {h!r}; choose from {', '.join(HF_CONTENDERS)}")
-        names.append(f"hf:{'sample' if h == 'greedy' and not greedy else h}")
+        names.append(hf_name(h, greedy))
     return list(dict.fromkeys(names))
+
+
+def hf_name(contender: str, greedy: bool) -> str:
+    """The name of --hf `contender`: hf:greedy samples (hf:sample) at temperature > 0."""
+    return f"hf:{'sample' if contender == 'greedy' and not greedy else contender}"
 
 
 Contender = Callable[[list[int], int, int], Run]  # (prompt ids, max_new_tokens, seed)
@@ -415,8 +420,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     contenders: dict[str, Contender] = {n: engine_contender(engine, d, sampling) for n, d in drafters.items()}
     hf_kwargs = {"greedy": {}, "pld": {"prompt_lookup_num_tokens": 10}}
     for h in [h for h in args.hf.split(",") if h]:
-        name = "sample" if h == "greedy" and not sampling.greedy else h
-        contenders[f"hf:{name}"] = hf_contender(model, eos, sampling, **hf_kwargs[h])
+        contenders[hf_name(h, sampling.greedy)] = hf_contender(model, eos, sampling, **hf_kwargs[h])
     names = list(contenders)
 
     for fn in contenders.values():  # untimed warm-up of every code path
@@ -463,8 +467,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     traceback.print_exc()
             rep_runs.append(got)
             ckpt.current.append({n: None if r is None else asdict(r) for n, r in got.items()})
-            ckpt.drafter_states = {n: d.run_state() for n, d in drafters.items() if d.carries_run_state}
-            if args.out:
+            if args.out:  # the drafters' state is only taken for a checkpoint
+                ckpt.drafter_states = {n: d.run_state() for n, d in drafters.items() if d.carries_run_state}
                 ckpt.save(BenchCheckpoint.path_for(args.out))
         runs.append(rep_runs)
         done = [i for i, g in enumerate(rep_runs) if all(g[n] is not None for n in names)]
