@@ -57,7 +57,7 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch  # noqa: E402
+from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch, measuring_code_digest  # noqa: E402
 from experiments.bench_summary import (  # noqa: E402
     REFERENCE,
     BenchPrompt,
@@ -299,6 +299,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def fingerprint_of(
+    args: argparse.Namespace, prompts: list[BenchPrompt], env: dict[str, Any]
+) -> dict[str, Any]:
+    """What a checkpoint of this run is pinned to (BenchCheckpoint.fingerprint_of)."""
+    keys = [(p.bench, p.prompt_id) for p in prompts]
+    return BenchCheckpoint.fingerprint_of(args, keys, measuring_code_digest(), env["versions"])
+
+
 def open_checkpoint(
     args: argparse.Namespace, prompts: list[BenchPrompt], env: dict[str, Any]
 ) -> BenchCheckpoint | None:
@@ -313,9 +321,7 @@ def open_checkpoint(
         return None
     if not path.is_file():
         return None
-    fingerprint = BenchCheckpoint.fingerprint_of(
-        args, [(p.bench, p.prompt_id) for p in prompts], env["git_commit"]
-    )
+    fingerprint = fingerprint_of(args, prompts, env)
     try:
         return BenchCheckpoint.load(path, fingerprint)
     except CheckpointMismatch as exc:
@@ -360,9 +366,10 @@ def show_partial(out: str) -> dict[str, Any]:
         )
         for r, segments in enumerate(ckpt.environments)
     )
+    commits = sorted({s["environment"].get("git_commit", "?") for segs in ckpt.environments for s in segs})
     header = (
-        f"{len(runs)} finished repeat(s) in {path}{in_progress if ckpt.current else ''}, git commit "
-        f"{fp['git_commit']}: model={fp['model']} dtype={fp['dtype']} threads={fp['threads']} "
+        f"{len(runs)} finished repeat(s) in {path}{in_progress if ckpt.current else ''}, measuring code "
+        f"{fp['code']} (git commits {', '.join(commits)}): model={fp['model']} dtype={fp['dtype']} threads={fp['threads']} "
         f"benches={fp['benches']} prompts/bench<={fp['limit']} max_new_tokens={fp['max_new_tokens']}\n"
         f"ran on {machines}"
     )
@@ -427,7 +434,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fn(prompts[0].ids[:64], 16, 0)
 
     ckpt = ckpt or BenchCheckpoint(
-        BenchCheckpoint.fingerprint_of(args, [(p.bench, p.prompt_id) for p in prompts], env["git_commit"]),
+        fingerprint_of(args, prompts, env),
         latency.to_dict() if latency else None,
     )
     for n, state in ckpt.drafter_states.items():  # after the warm-up, which may touch drafter state

@@ -6,8 +6,9 @@ not lose what it measured. After each prompt (every contender ran on it) the ben
 `<out>.partial` (pickle, written atomically, between prompts, outside every timed call):
 
     fingerprint      what the numbers depend on (model, dtype, prompts, methods, sampling, budget
-                     curve source, threads, git commit); a resume with another fingerprint is
-                     refused, naming the fields that differ
+                     curve source, threads, the digest of the measuring code and the torch /
+                     transformers versions); a resume with another fingerprint is refused,
+                     naming the fields that differ
     latency_table    the curve budget=auto used (a resume reuses it, so the trees are the same)
     runs             every finished repeat: per prompt, per contender, the `Run` as a plain dict
                      (output ids, seconds, time split, steps, tree nodes), or None if it failed
@@ -27,10 +28,17 @@ such side-by-side measurements; the record lists which process ran which prompts
 finished run deletes the checkpoint once its record is written. `python -m experiments.bench --out <out> --show-partial` prints the summary of the
 repeats a checkpoint holds so far (it loads no model and leaves the checkpoint as it is), so a run
 that spans several sessions can be read between them.
+
+The code is pinned by content, not by commit (`measuring_code_digest`): a sha256 over the files the
+timed path runs (goose/, baselines/, experiments/, conf/, run.py, pyproject.toml). Committing a
+figure, a README or an analysis script beside a run in progress does not stop it from resuming,
+and `<out>.partial` may itself be committed so that the next session (a new checkout) resumes it;
+any edit to the measuring code is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +46,7 @@ from typing import Any
 
 from goose.harness.run_state import dump_atomically
 
-FORMAT = 2  # 1: checkpoints at repeat boundaries only
+FORMAT = 3  # 1: checkpoints at repeat boundaries only; 2: pinned to the git commit
 # argparse fields the measured numbers depend on (not --out, --repeats: a resume may ask for more).
 FINGERPRINT_ARGS = (
     "model",
@@ -62,6 +70,28 @@ FINGERPRINT_ARGS = (
 )
 
 
+# what the timed path runs: a change to any file under these (relative to the repository root)
+# changes the digest a checkpoint is pinned to
+MEASURING_CODE = ("goose", "baselines", "experiments", "conf", "run.py", "pyproject.toml")
+MEASURING_SUFFIXES = (".py", ".yaml", ".toml")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def measuring_code_digest(root: Path = REPO_ROOT) -> str:
+    """sha256 (first 16 hex digits) over the path and bytes of every .py / .yaml / .toml file
+    under MEASURING_CODE in the working tree at `root`, committed or not."""
+    files: list[Path] = []
+    for name in MEASURING_CODE:
+        top = root / name
+        files += [top] if top.is_file() else sorted(top.rglob("*"))
+    digest = hashlib.sha256()
+    for f in files:
+        if f.is_file() and f.suffix in MEASURING_SUFFIXES and "__pycache__" not in f.parts:
+            digest.update(f.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(f.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 class CheckpointMismatch(ValueError):
     """A checkpoint written by a bench with other settings or code."""
 
@@ -83,12 +113,17 @@ class BenchCheckpoint:
         return Path(f"{out}.partial")
 
     @staticmethod
-    def fingerprint_of(args: Any, prompt_keys: list[tuple[str, str]], git_commit: str) -> dict[str, Any]:
-        """The settings a resume must share with the run it continues."""
+    def fingerprint_of(
+        args: Any, prompt_keys: list[tuple[str, str]], code: str, versions: dict[str, str]
+    ) -> dict[str, Any]:
+        """The settings a resume must share with the run it continues: the bench's arguments,
+        its prompts, the measuring code's digest (`measuring_code_digest`) and the library
+        versions (goose.harness.runner.environment()["versions"])."""
         return {
             **{k: getattr(args, k) for k in FINGERPRINT_ARGS},
             "prompts": [list(k) for k in prompt_keys],
-            "git_commit": git_commit,
+            "code": code,
+            "versions": versions,
         }
 
     def save(self, path: Path) -> None:

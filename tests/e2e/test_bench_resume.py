@@ -8,8 +8,10 @@ import pickle
 import pytest
 
 from experiments import bench
-from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch
+from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch, measuring_code_digest
 from goose.engine.cost_model import LatencyTable
+
+VERSIONS = {"torch": "2.13.0", "transformers": "4.0"}
 
 # Token Recycling at budget=auto: both its table and auto's acceptance rates outlive a prompt, so
 # a resumed repeat that started from a fresh drafter would draft other trees.
@@ -118,16 +120,40 @@ def test_a_checkpoint_of_other_settings_is_refused_and_kept(tmp_path):
         setattr(a, k, v)
     prompts = [("humaneval", "HumanEval/0"), ("humaneval", "HumanEval/1")]
     path = BenchCheckpoint.path_for(tmp_path / "b.json")
-    BenchCheckpoint(BenchCheckpoint.fingerprint_of(a, prompts, "abc")).save(path)
+    BenchCheckpoint(BenchCheckpoint.fingerprint_of(a, prompts, "abc", VERSIONS)).save(path)
 
-    assert BenchCheckpoint.load(path, BenchCheckpoint.fingerprint_of(a, prompts, "abc")).runs == []
+    assert BenchCheckpoint.load(path, BenchCheckpoint.fingerprint_of(a, prompts, "abc", VERSIONS)).runs == []
     a.limit, a.prepack = 3, "false"
     with pytest.raises(CheckpointMismatch) as err:
-        BenchCheckpoint.load(path, BenchCheckpoint.fingerprint_of(a, prompts, "def"))
+        BenchCheckpoint.load(path, BenchCheckpoint.fingerprint_of(a, prompts, "def", VERSIONS))
     message = str(err.value)
-    assert "limit: checkpoint 2 vs now 3" in message and "git_commit" in message and "--fresh" in message
+    assert (
+        "limit: checkpoint 2 vs now 3" in message
+        and "code: checkpoint 'abc' vs now 'def'" in message
+        and "--fresh" in message
+    )
     assert "prepack: checkpoint 'auto' vs now 'false'" in message
     assert path.is_file()
+
+
+def test_the_measuring_code_digest_follows_the_code_and_nothing_else(tmp_path):
+    (tmp_path / "goose" / "engine").mkdir(parents=True)
+    (tmp_path / "conf").mkdir()
+    engine = tmp_path / "goose" / "engine" / "step.py"
+    engine.write_text("x = 1\n")
+    (tmp_path / "conf" / "method.yaml").write_text("b: 4\n")
+    before = measuring_code_digest(tmp_path)
+
+    (tmp_path / "README.md").write_text("a figure\n")
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "plot.py").write_text("print(1)\n")
+    assert measuring_code_digest(tmp_path) == before
+
+    engine.write_text("x = 2\n")
+    assert measuring_code_digest(tmp_path) != before
+    engine.write_text("x = 1\n")
+    (tmp_path / "conf" / "method.yaml").write_text("b: 8\n")
+    assert measuring_code_digest(tmp_path) != before
 
 
 def test_show_partial_without_a_checkpoint_says_so(tmp_path, capsys):
