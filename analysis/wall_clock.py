@@ -35,16 +35,28 @@ def ratios(per_repeat: dict[str, list[float]], name: str, baseline: str) -> list
     return [a / b for a, b in zip(per_repeat[name], per_repeat[baseline], strict=True) if b > 0]
 
 
-def machine(record: dict) -> str:
-    """The CPU a record was measured on, with its vector ISA and oneDNN bf16 support where the
-    record names them (records from before those fields name only the ISA family)."""
-    hw = record.get("environment", {}).get("hardware", {})
-    cpu = str(hw.get("cpu"))
+def _hardware_name(hw: dict) -> str:
+    """A CPU with its vector ISA and oneDNN bf16 support where the record names them (records
+    from before those fields name only the ISA family), or the GPU."""
     if hw.get("gpu"):
         return str(hw["gpu"])
+    cpu = str(hw.get("cpu"))
     if hw.get("cpu_capability"):
         cpu = f"{cpu} ({hw['cpu_capability']}, {'with' if hw.get('onednn_bf16') else 'no'} oneDNN bf16)"
     return cpu
+
+
+def machine(record: dict) -> str:
+    """The machine a record was measured on. A `make bench` run resumed in other sessions lists
+    in `repeat_environments` which process ran which prompts; where those ran on more than one
+    kind of machine, every one is named (" + ") with a warning that its tokens/s mix machines:
+    its ratios stay side by side (each prompt's contenders ran in one process), its absolute
+    rates do not."""
+    segments = [s for repeat in record.get("repeat_environments") or [] for s in repeat]
+    names = list(dict.fromkeys(_hardware_name(s["environment"].get("hardware", {})) for s in segments))
+    if len(names) > 1:
+        return " + ".join(names) + " (resumed across machines: compare ratios, not tokens/s)"
+    return _hardware_name(record.get("environment", {}).get("hardware", {}))
 
 
 def per_repeat_tokens_per_s(

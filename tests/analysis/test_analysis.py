@@ -441,6 +441,26 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
     )
 
 
+def test_a_bench_resumed_on_other_machines_names_them_all(tmp_path):
+    from analysis.wall_clock import machine
+
+    def segment(first: int, cpu: str, isa: str) -> dict:
+        hardware = {"cpu": cpu, "cpu_capability": isa, "onednn_bf16": isa != "AVX2"}
+        return {"first_prompt": first, "environment": {"hardware": hardware}}
+
+    record = json.loads(write_bench_record(tmp_path).read_text())
+    assert machine(record) == "test-cpu"
+    epyc, xeon = segment(0, "AMD EPYC", "AVX2"), segment(40, "Intel Xeon", "AMX")
+    record["repeat_environments"] = [[epyc], [epyc]]
+    record["environment"]["hardware"] = epyc["environment"]["hardware"]
+    assert machine(record) == "AMD EPYC (AVX2, no oneDNN bf16)"
+    record["repeat_environments"] = [[epyc], [epyc, xeon]]
+    assert machine(record) == (
+        "AMD EPYC (AVX2, no oneDNN bf16) + Intel Xeon (AMX, with oneDNN bf16) "
+        "(resumed across machines: compare ratios, not tokens/s)"
+    )
+
+
 def write_forward_speed_record(out: Path) -> Path:
     """An experiments/forward_speed.py record: floor and 3 interleaved rounds per tree size for a
     variant at 1.5x its one-token floor with t(16)/t(1) = 1.3 and one at 2x with 1.6."""
