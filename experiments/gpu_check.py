@@ -14,7 +14,8 @@ so that a run can be split over several invocations, e.g. where one command's ti
   timing      per shape (conf/shape: Vicuna-7B, Llama-3-8B, Qwen3-8B with random weights, fp16):
               the verification cost curve t(n)/t(1) for n = 1..256 at KV lengths 512 and 2048
               (goose.engine.cost_model.calibrate), prefill times, and the engine's AR tokens/s
-              against `transformers` `generate` on the same model, interleaved repeats; with
+              against `transformers` `generate` on the same model, interleaved repeats; what
+              CUDA graphs would save per step at n = 1, 16, 64 (experiments.graph_probe); with
               --compile also the engine with its lean forward through torch.compile.
   projection  analysis.projection: the per-step tree sizes of the shipped SmolLM2 rows replayed
               against each shape's cost curve plus each method's drafting time (from this run's
@@ -66,6 +67,7 @@ from analysis.projection import (  # noqa: E402
     read_rows,
     select_rows,
 )
+from experiments import graph_probe  # noqa: E402
 from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
 from goose.engine.decode import generate  # noqa: E402
 from goose.engine.drafter import ARDrafter  # noqa: E402
@@ -387,6 +389,11 @@ def time_shape(name: str, profile: Profile) -> dict[str, Any]:
         table = calibrate(engine, sizes=profile.sizes, kv_len=kv, repeats=profile.repeats)
         curves[str(kv)] = curve_record(table)
     result["cost_curve"] = curves
+    try:  # launch overhead: what a CUDA graph would save per step (experiments.graph_probe)
+        sizes = [n for n in (1, 16, 64) if n <= max(profile.sizes)]
+        result["cuda_graphs"] = graph_probe.probe(engine, vocab, profile.kv_lens[0], sizes, profile.repeats)
+    except Exception as exc:  # a forward that cannot be captured: record why
+        result["cuda_graphs"] = {"graphs": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
     result["prefill"] = time_prefill(engine, vocab, tuple(x for x in profile.prefill_lengths if x < context))
     engines = {"engine:ar": engine}
     if profile.compile:
@@ -579,6 +586,8 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
                 else f"  torch.compile: AR {comp['ar_speedup_over_eager']:.2f}x eager -> "
                 f"{'keep (flag compile_forward)' if comp['keep'] else 'off (does not help)'}"
             )
+        if "cuda_graphs" in shape:
+            lines.append(graph_probe.summary(shape["cuda_graphs"]))
         if gpu:
             first = next(iter(shape["cost_curve"].values()))
             t64 = ratio(first, 64)

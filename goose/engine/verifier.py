@@ -47,8 +47,9 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import compress
+from typing import Any
 
 import torch
 
@@ -421,13 +422,42 @@ class VerificationEngine:
     def _tree_forward(self, tree: DraftTree, max_depth: int) -> tuple[torch.Tensor, TreeInputs | None]:
         """Logits [n, V] of the verification forward over `tree` after the cached prefix, and the
         tree's device inputs (None for a one-node tree: the AR fast path needs no tree tensors)."""
+        ids, positions, mask, inputs = self._step_inputs(tree, max_depth)
+        return self._forward(ids, positions, mask), inputs
+
+    def _step_inputs(
+        self, tree: DraftTree, max_depth: int
+    ) -> tuple[torch.Tensor, torch.Tensor, Any, TreeInputs | None]:
+        """The verification forward's input ids [1, n], position ids [1, n] and mask(s) for `tree`
+        after the cached prefix, and the tree's device inputs (None for a one-node tree)."""
         p = self.prefix_len
         if len(tree) == 1:
             ids = torch.tensor([[tree.tokens[0]]], dtype=torch.long, device=self.device)
-            return self._forward(ids, self._positions[:, p : p + 1], self._ar_mask()), None
+            return ids, self._positions[:, p : p + 1], self._ar_mask(), None
         inputs = tree_attention_inputs(tree, p, self.device)
         mask = self._tree_mask(inputs.ancestors, inputs.positions, max_depth)
-        return self._forward(inputs.tokens[None], inputs.positions[None], mask), inputs
+        return inputs.tokens[None], inputs.positions[None], mask, inputs
+
+    @torch.inference_mode()
+    def replayable_forward(self, tree: DraftTree) -> Callable[[], torch.Tensor]:
+        """A function that runs `verify`'s forward pass over `tree` after the current prefix and
+        returns its logits [n, V], leaving the sequence as it was: the n rows it writes past the
+        prefix are dropped again, nothing is committed. Its inputs (ids, positions, masks) are
+        built once, here, so every call launches the same kernels on the same buffers, which is
+        what a CUDA graph captures (experiments/graph_probe.py measures what that saves)."""
+        if self.cache is None:
+            raise RuntimeError("replayable_forward() before prefill()")
+        p = self.prefix_len
+        self._reserve(p + len(tree))
+        ids, positions, mask, _ = self._step_inputs(tree, max(tree.depths))
+
+        def forward() -> torch.Tensor:
+            with torch.inference_mode():
+                logits = self._forward(ids, positions, mask)
+            self.cache.compact(p, None, 0)
+            return logits
+
+        return forward
 
     def _commit(
         self,

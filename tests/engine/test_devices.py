@@ -93,6 +93,27 @@ def test_kv_compaction_moves_the_accepted_rows_exactly(arch, dtype, test_device)
         assert torch.equal(layer.values[:, :, p:], v_before.index_select(2, rows.to(v_before.device)))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_step_captured_in_a_cuda_graph_replays_the_eager_logits(arch, dtype, test_device):
+    """experiments/graph_probe.py times such replays; here they must give the step's logits bit
+    for bit, and leave the sequence as it was."""
+    if torch.device(test_device).type != "cuda":
+        pytest.skip("CUDA graphs need a CUDA device")
+    from experiments.graph_probe import capture
+
+    _, engine, prefix, tree = tree_setup(arch, DTYPES[dtype], test_device)
+    forward = engine.replayable_forward(tree)
+    eager = forward().clone()
+    replay, logits = capture(forward)
+    logits.zero_()
+    replay()
+    torch.cuda.synchronize()
+    assert torch.equal(logits, eager)
+    assert engine.prefix_len == engine.cache.length == len(prefix)
+    assert torch.equal(engine.verify(tree, budget=100).logits, eager)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_mask_that_lets_siblings_see_each_other_breaks_the_tolerance(dtype, test_device):
     """The bound is tight enough to see a bug: with every node visible to every other (no

@@ -153,6 +153,28 @@ def test_tree_logits_equal_sequential_and_cache_compacts(arch, lean, prepack):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
+def test_a_replayable_forward_gives_the_step_logits_and_leaves_the_sequence(arch):
+    model = tiny_model(arch)
+    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    rng = random.Random(2)
+    prefix = [rng.randrange(VOCAB) for _ in range(12)]
+    anchor = int(engine.prefill(prefix)[-1].argmax())
+    tree = random_tree(rng, anchor, greedy_continuation(model, prefix + [anchor], 3), n_extra=10)
+    one = DraftTree.single(anchor)
+    forward, forward_one = engine.replayable_forward(tree), engine.replayable_forward(one)
+    first = forward()
+    for _ in range(2):  # the same buffers, again and again, whatever ran in between
+        assert torch.equal(forward_one(), forward_one())
+        assert torch.equal(forward(), first)
+    assert engine.prefix_len == engine.cache.length == len(prefix)
+    outcome = engine.verify(tree, budget=100)  # the step itself, on the untouched sequence
+    assert torch.equal(outcome.logits, first)
+    ref = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    ref.prefill(prefix)
+    assert ref.verify(tree, budget=100).new_tokens == outcome.new_tokens
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 def test_ar_generation_equals_sequential_greedy(arch):
     model = tiny_model(arch, seed=3)
     engine = VerificationEngine(model, eos_token_ids=(), context_length=256)

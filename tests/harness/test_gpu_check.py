@@ -35,10 +35,15 @@ def test_the_timing_projection_and_figure_stages_run_at_toy_sizes(tmp_path, caps
         assert all(b >= a for a, b in zip(curve["seconds"], curve["seconds"][1:], strict=False))
     ar = shape["ar_vs_generate"]
     assert ar["tokens_per_s"]["engine:ar"]["median"] > 0 and ar["tokens_per_s"]["hf:generate"]["median"] > 0
+    graphs = shape["cuda_graphs"]
+    assert graphs["graphs"] is False and "no CUDA device" in graphs["why_no_graphs"]
+    assert set(graphs["sizes"]) == {"1", "16"} and graphs["helps"] is False
+    assert all(row["eager_s"]["median"] > 0 for row in graphs["sizes"].values())
     table = record["stages"]["projection"]["shapes"]["toy-llama"]["table"]
     assert {"ar", "goose", "pld"} <= {r["method"] for r in table}
     assert (out / "cost_curve.png").is_file() and "projection" in (out / "projection.md").read_text()
     printed = capsys.readouterr().out
+    assert "CUDA graphs: not timed: no CUDA device" in printed
     assert "NO GPU FOUND" in printed and "projected speed-up over AR at the toy-llama shape" in printed
 
 
