@@ -68,6 +68,7 @@ from analysis.projection import (  # noqa: E402
     select_rows,
 )
 from experiments import graph_probe  # noqa: E402
+from experiments.graph_probe import spread  # noqa: E402
 from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
 from goose.engine.decode import generate  # noqa: E402
 from goose.engine.drafter import ARDrafter  # noqa: E402
@@ -153,10 +154,6 @@ def _relative(path: Path) -> str:
         return str(path.resolve().relative_to(ROOT))
     except ValueError:
         return str(path.resolve())
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def release(device: str) -> None:

@@ -56,6 +56,7 @@ def timed(fn: Callable[[], Any], device: torch.device | str, calls: int) -> floa
 
 
 def spread(values: list[float]) -> dict[str, float]:
+    """Median, min and max (the record's form of a repeated timing; make gpu-check's too)."""
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
