@@ -21,7 +21,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-all lint figures bench bench-sampling cost-curve gpu-check reference clean-scratch
+.PHONY: install assets test test-all lint figures bench bench-sampling cost-curve gpu-check gpu-carry reference clean-scratch
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -69,6 +69,9 @@ GPU_CHECK_ARGS ?=
 
 gpu-check:  ## CUDA correctness (3 dtypes), SmolLM2 lossless on the device, 7B-shape cost curves, projected speed-ups
 	$(PYTHON) -m experiments.gpu_check --data-dir $(DATA_DIR) $(GPU_CHECK_ARGS)
+
+gpu-carry:  ## .gpu/part1, .gpu/part2: wheels, prompts and SmolLM2 for an offline GPU box, one folder per device call
+	$(PYTHON) -m experiments.gpu_carry prepare --data-dir $(DATA_DIR)
 
 cost-curve:  ## verification latency against tree size on this machine (figure + CSV + JSON)
 	$(PYTHON) -m experiments.cost_curve --threads $(THREADS) --dtypes float32,bfloat16 --out-dir $(FIGURES)

