@@ -2,7 +2,8 @@
 command; one JSON record, a figure and a table under figures/gpu/, and a printed summary.
 
 Stages (`--stages`, default all, in this order; each merges its section into <out>/gpu_check.json,
-so that a run can be split over several invocations, e.g. where one command's time is limited):
+so that a run can be split over several invocations, e.g. where one command's time is limited;
+the timing stage merges shape by shape, so `--shapes` can split it too):
 
   tests       pytest tests/engine/test_devices.py and test_device_map.py on the device: tiny random
               Llama, Qwen3 and Gemma-3 models in fp32, fp16 and bf16 (tree logits equal sequential
@@ -427,8 +428,14 @@ def time_shape(name: str, profile: Profile) -> dict[str, Any]:
     return result
 
 
-def stage_timing(profile: Profile) -> dict[str, Any]:
-    return {name: time_shape(name, profile) for name in profile.shapes}
+def stage_timing(profile: Profile, record: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Each shape of the profile timed and merged into the record's timing section (the shapes of
+    earlier invocations stay), the record saved after each: a call cut short keeps its shapes."""
+    timing = record["stages"].setdefault("timing", {})
+    for name in profile.shapes:
+        timing[name] = time_shape(name, profile)
+        save_record(record, path)
+    return timing
 
 
 def ratio(curve: dict[str, Any], n: int) -> float | None:
@@ -677,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
         elif stage == "lossless":
             result = stage_lossless(profile, work, args.data_dir)
         elif stage == "timing":
-            result = stage_timing(profile)
+            result = stage_timing(profile, record, path)
         elif stage == "projection":
             result = stage_projection(record, args.results)
         else:

@@ -53,10 +53,17 @@ def test_a_second_invocation_extends_the_record(tmp_path):
         gpu_check.main(["--device", "cpu", "--stages", "timing", "--shapes", "toy-qwen3", "--out", str(out)])
         == 0
     )
-    assert gpu_check.main(["--device", "cpu", "--stages", "projection", "--out", str(out)]) == 0
+    first = json.loads((out / "gpu_check.json").read_text())["stages"]["timing"]["toy-qwen3"]
+    assert (
+        gpu_check.main(
+            ["--device", "cpu", "--stages", "timing,projection", "--shapes", "toy-llama", "--out", str(out)]
+        )
+        == 0
+    )
     record = json.loads((out / "gpu_check.json").read_text())
     assert set(record["stages"]) == {"timing", "projection"}
-    assert "toy-qwen3" in record["stages"]["projection"]["shapes"]
+    assert record["stages"]["timing"]["toy-qwen3"] == first  # the first call's shape stays
+    assert set(record["stages"]["projection"]["shapes"]) == {"toy-qwen3", "toy-llama"}
 
 
 def test_bad_input_is_rejected_with_the_valid_choices(tmp_path, capsys):
