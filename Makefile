@@ -70,7 +70,7 @@ GPU_CHECK_ARGS ?=
 gpu-check:  ## CUDA correctness (3 dtypes), SmolLM2 lossless on the device, 7B-shape cost curves, projected speed-ups
 	$(PYTHON) -m experiments.gpu_check --data-dir $(DATA_DIR) $(GPU_CHECK_ARGS)
 
-gpu-carry:  ## .gpu/part1, .gpu/part2: wheels, prompts and SmolLM2 for an offline GPU box, one folder per device call
+gpu-carry:  ## .gpu/part1, part2, ...: wheels, prompts and SmolLM2 for an offline GPU box, one folder per device call
 	$(PYTHON) -m experiments.gpu_carry prepare --data-dir $(DATA_DIR)
 
 cost-curve:  ## verification latency against tree size on this machine (figure + CSV + JSON)

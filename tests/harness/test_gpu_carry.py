@@ -9,16 +9,15 @@ import shutil
 
 import pytest
 
-from experiments.gpu_carry import join, sha256, split, unpack
+from experiments.gpu_carry import join, part_sizes, sha256, split, unpack
 
 
 def test_a_split_file_joins_back_and_a_corrupted_part_is_refused(tmp_path):
     src = tmp_path / "model.gguf"
     src.write_bytes(os.urandom(3 << 20) + b"tail")
-    parts = (tmp_path / "model.gguf.0", tmp_path / "model.gguf.1")
-    split(src, (1 << 20) + 7, parts)
-    assert parts[0].stat().st_size == (1 << 20) + 7
-    assert parts[0].stat().st_size + parts[1].stat().st_size == src.stat().st_size
+    parts = [tmp_path / f"model.gguf.{i}" for i in range(3)]
+    split(src, [(1 << 20) + 7, 1 << 20], parts)
+    assert [p.stat().st_size for p in parts] == [(1 << 20) + 7, 1 << 20, (1 << 20) - 3]
     joined = tmp_path / "out" / "model.gguf"
     joined.parent.mkdir()
     join(list(parts), joined, sha256(src))
@@ -33,13 +32,22 @@ def test_a_split_file_joins_back_and_a_corrupted_part_is_refused(tmp_path):
     assert not joined.exists() and not list(joined.parent.iterdir())
 
 
+def test_the_parts_fill_every_call_alike_and_grow_in_number_with_the_tree():
+    mib = 1 << 20
+    assert part_sizes(94 * mib, 2 * mib, 50 * mib) == [46 * mib, 48 * mib]  # 48 MiB a call
+    sizes = part_sizes(94 * mib, 2 * mib, 43 * mib)  # a larger tracked tree: three calls
+    assert sizes == [30 * mib, 32 * mib, 32 * mib] and sum(sizes) == 94 * mib
+    with pytest.raises(SystemExit, match="do not fit 9 calls"):
+        part_sizes(94 * mib, 2 * mib, 2 * mib)
+
+
 def test_unpack_waits_for_the_second_call_then_joins(tmp_path):
     src = tmp_path / "m.gguf"
     src.write_bytes(os.urandom(1 << 16))
     here = tmp_path / "here"
     for i in (1, 2):
         (here / f"part{i}").mkdir(parents=True)
-    split(src, 1000, (here / "part1" / "m.gguf.0", here / "part2" / "m.gguf.1"))
+    split(src, [1000], [here / "part1" / "m.gguf.0", here / "part2" / "m.gguf.1"])
     manifest = {"gguf": "m.gguf", "bytes": 1 << 16, "sha256": sha256(src), "parts": ["m.gguf.0", "m.gguf.1"]}
     for i in (1, 2):
         (here / f"part{i}" / "MANIFEST.json").write_text(json.dumps(manifest))
