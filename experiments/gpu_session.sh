@@ -12,12 +12,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-$PY -m experiments.gpu_carry unpack || exit
+mkdir -p .gpu/out
+$PY -m experiments.gpu_carry unpack 2>&1 | tee -a .gpu/out/gpu_session.log
+[ "${PIPESTATUS[0]}" = 0 ] || exit 1
 export PYTHONPATH=$PWD/.gpu/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 export GOOSE_GGUF_DIR=$PWD/.gpu/model PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 DATA=.gpu/data
 [ -d "$DATA" ] || DATA=../shared/data
-mkdir -p .gpu/out
 $PY -m experiments.gpu_check --out .gpu/out --work .gpu/work --data-dir "$DATA" "$@" 2>&1 | tee -a .gpu/out/gpu_session.log
 rc=${PIPESTATUS[0]}
 if [ -n "${OUT:-}" ]; then
