@@ -15,7 +15,7 @@ the tracked tree has grown):
   .gpu/part*/MANIFEST.json  the GGUF's name, size, sha256 and parts
 
 `unpack` (there, at the start of every call: experiments/gpu_session.sh) installs the wheels into
-.gpu/site, moves the data and whatever GGUF parts arrived into .gpu/, and joins the GGUF into
+.gpu/site, copies the data and whatever GGUF parts arrived into .gpu/, and joins the GGUF into
 .gpu/model/ once every part is there, checking its sha256. Ignored paths not named in a call's
 `carry` stay on a warm machine between calls, so call K carries partK (each within the machine's
 idle window of the last); only the lossless stage needs the model, the other stages run meanwhile.
@@ -74,13 +74,10 @@ def split(src: Path, sizes: list[int], dst: list[Path]) -> None:
     with src.open("rb") as fh:
         for out, size in zip(dst, [*sizes, None], strict=True):
             with out.open("wb") as o:
-                left = size
-                while left is None or left > 0:
-                    block = fh.read(CHUNK if left is None else min(CHUNK, left))
-                    if not block:
-                        break
-                    o.write(block)
-                    left = None if left is None else left - len(block)
+                if size is None:
+                    shutil.copyfileobj(fh, o, CHUNK)
+                else:
+                    o.write(fh.read(size))
 
 
 def part_sizes(size: int, extra: int, room: int, most: int = 9) -> list[int]:
@@ -154,7 +151,8 @@ def prepare(data_dir: Path, out: Path = ROOT / GPU_DIR) -> dict:
     first.mkdir(parents=True)
     wheels = build_wheels(first / "wheels")
     copy_prompts(data_dir, first / "data")
-    room = LIMIT - MARGIN - tree_bytes() - 4096  # the manifest
+    tree = tree_bytes()
+    room = LIMIT - MARGIN - tree - 4096  # the manifest
     size = gguf.stat().st_size
     sizes = part_sizes(size, folder_bytes(first), room)
     folders = [out / f"part{i + 1}" for i in range(len(sizes))]
@@ -165,14 +163,14 @@ def prepare(data_dir: Path, out: Path = ROOT / GPU_DIR) -> dict:
     manifest = {"gguf": gguf.name, "bytes": size, "sha256": sha256(gguf), "parts": names, "wheels": wheels}
     for folder in folders:
         (folder / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        with_tree = (tree_bytes() + folder_bytes(folder)) / 2**20
+        with_tree = (tree + folder_bytes(folder)) / 2**20
         print(f"{folder.relative_to(ROOT)}: {with_tree:.1f} MiB with the tree")
     print(f"{len(folders)} device calls carry the model: the lossless stage can run in the last of them")
     return manifest
 
 
 def unpack(gpu: Path = ROOT / GPU_DIR) -> str:
-    """On the GPU machine: install the carried wheels, move the data and GGUF parts in place, join
+    """On the GPU machine: install the carried wheels, copy the data and GGUF parts in place, join
     the GGUF when every part is there. Returns what is ready, for the call's log."""
     said = []
     for part in sorted(gpu.glob("part*")):

@@ -454,7 +454,7 @@ class VerificationEngine:
         def forward() -> torch.Tensor:
             with torch.inference_mode():
                 logits = self._forward(ids, positions, mask)
-            self.cache.compact(p, None, 0)
+            self.truncate(p)
             return logits
 
         return forward
