@@ -16,8 +16,11 @@ the timing stage merges shape by shape, so `--shapes` can split it too):
               the verification cost curve t(n)/t(1) for n = 1..256 at KV lengths 512 and 2048
               (goose.engine.cost_model.calibrate), prefill times, and the engine's AR tokens/s
               against `transformers` `generate` on the same model, interleaved repeats; what
-              CUDA graphs would save per step at n = 1, 16, 64 (experiments.graph_probe); with
-              --compile also the engine with its lean forward through torch.compile.
+              CUDA graphs would save per step at n = 1, 16, 64 (experiments.graph_probe); the
+              engine with its steps replayed from CUDA graphs (`cuda_graphs`,
+              goose.engine.static_step): its cost curves and its AR in the same race, kept
+              (`keep`) where its AR is > 5% faster than the eager engine's; with --compile also
+              the engine with its lean forward through torch.compile.
   projection  analysis.projection: the per-step tree sizes of the shipped SmolLM2 rows replayed
               against each shape's cost curve plus each method's drafting time (from this run's
               SmolLM2 rows where the lossless stage ran, else from the shipped rows): a projected
@@ -73,6 +76,7 @@ from experiments.graph_probe import spread  # noqa: E402
 from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
 from goose.engine.decode import generate  # noqa: E402
 from goose.engine.drafter import ARDrafter  # noqa: E402
+from goose.engine.static_step import StaticStep  # noqa: E402
 from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.models import parse_dtype  # noqa: E402
 from goose.harness.random_models import load_shape, random_model  # noqa: E402
@@ -414,7 +418,16 @@ def time_shape(name: str, profile: Profile) -> dict[str, Any]:
             engines["engine:ar+compile"] = compiled
         except Exception as exc:  # torch.compile is optional: record why it did not run
             result["compile"] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+    result["graphs"], graphed = time_graphed(model, context, profile)
+    if graphed is not None:
+        engines["engine:ar+graphs"] = graphed
     result["ar_vs_generate"] = ar_against_generate(model, engines, profile, vocab)
+    if graphed is not None:
+        over = result["ar_vs_generate"]["tokens_per_s"]
+        speedup = over["engine:ar+graphs"]["median"] / over["engine:ar"]["median"]
+        result["graphs"]["ar_speedup_over_eager"] = speedup
+        result["graphs"]["keep"] = result["graphs"]["graphs"] and speedup > 1.05
+        result["graphs"]["steps"] = graphed.static.stats()
     if "engine:ar+compile" in engines:
         over = result["ar_vs_generate"]["tokens_per_s"]
         result["compile"]["ar_speedup_over_eager"] = (
@@ -426,6 +439,41 @@ def time_shape(name: str, profile: Profile) -> dict[str, Any]:
         torch._dynamo.reset()  # the compiled graphs hold the model's weights
     release(profile.device)
     return result
+
+
+def time_graphed(
+    model: Any, context: int, profile: Profile
+) -> tuple[dict[str, Any], VerificationEngine | None]:
+    """The engine with its steps replayed from CUDA graphs (`cuda_graphs=True`,
+    goose.engine.static_step): its cost curve at every KV length (tree sizes up to the largest
+    bucket; a size between two buckets pays for the larger one, as the graphed engine does) and
+    the engine itself for the AR race. Without CUDA the same padded static steps run eagerly
+    (nothing to capture), which keeps the code path working; `graphs: false` says so."""
+    cuda = torch.device(profile.device).type == "cuda"
+    try:
+        t0 = time.perf_counter()
+        graphed = VerificationEngine(model, eos_token_ids=(), context_length=context, cuda_graphs=cuda)
+        if not cuda:
+            graphed.static = StaticStep(graphed, capture=False)
+        sizes = [s for s in profile.sizes if s <= graphed.static.largest]
+        curves = {
+            str(kv): curve_record(calibrate(graphed, sizes=sizes, kv_len=kv, repeats=profile.repeats))
+            for kv in profile.kv_lens
+        }
+    except Exception as exc:  # a forward that cannot be captured: record why
+        return {"graphs": cuda, "error": f"{type(exc).__name__}: {exc}"[:2000]}, None
+    result = {
+        "graphs": cuda,
+        "forward": graphed.forward_name,
+        "seconds": time.perf_counter() - t0,
+        "captures": graphed.static.captures,
+        "cost_curve": curves,
+    }
+    if not cuda:
+        result["why_no_graphs"] = (
+            f"no CUDA device (the run is on {profile.device}): the padded static steps ran eagerly"
+        )
+    return result, graphed
 
 
 def stage_timing(profile: Profile, record: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -494,6 +542,8 @@ def stage_figures(record: dict[str, Any], out: Path) -> dict[str, Any]:
                 ax.plot(curve["sizes"], curve["relative"], marker="o", ms=3, label=f"KV {kv}")
             for kv, curve in (shape.get("compile", {}).get("cost_curve") or {}).items():
                 ax.plot(curve["sizes"], curve["relative"], ls="--", label=f"KV {kv}, compiled")
+            for kv, curve in (shape.get("graphs", {}).get("cost_curve") or {}).items():
+                ax.plot(curve["sizes"], curve["relative"], ls=":", label=f"KV {kv}, CUDA graphs")
             ax.axhline(1.0, color="grey", lw=0.8)
             ax.set_xscale("log", base=2)
             ax.set_xlabel("tree size n (nodes)")
@@ -592,14 +642,23 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
             )
         if "cuda_graphs" in shape:
             lines.append(graph_probe.summary(shape["cuda_graphs"]))
+        lines.append(graphed_summary(shape.get("graphs")))
         if gpu:
             first = next(iter(shape["cost_curve"].values()))
             t64 = ratio(first, 64)
             ok_t64 = t64 is not None and t64 <= TARGET_T64
             ok_ar = ar["engine:ar_over_generate"]["median"] >= TARGET_AR_OVER_GENERATE
+            graphed = ar.get("engine:ar+graphs_over_generate")
+            with_graphs = (
+                f" (with CUDA graphs {graphed['median']:.2f}x: "
+                f"{'met' if graphed['median'] >= TARGET_AR_OVER_GENERATE else 'NOT met'})"
+                if graphed
+                else ""
+            )
             lines.append(
                 f"  targets: t(64)/t(1) <= {TARGET_T64}: {'met' if ok_t64 else 'NOT met'}; "
                 f"engine AR >= {TARGET_AR_OVER_GENERATE}x generate: {'met' if ok_ar else 'NOT met'}"
+                + with_graphs
             )
     for name, proj in ((st.get("projection") or {}).get("shapes") or {}).items():
         by_method: dict[str, list[float]] = {}
@@ -612,6 +671,23 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
     for path in (st.get("figures") or {}).get("written", []):
         lines.append(f"wrote {path}")
     return lines
+
+
+def graphed_summary(graphs: dict[str, Any] | None) -> str:
+    """One line on the engine with CUDA graphs (`time_graphed`)."""
+    if not graphs or "error" in graphs:
+        return f"  engine with CUDA graphs: not timed: {(graphs or {}).get('error', 'not in this record')}"
+    curves = "; ".join(
+        f"KV {kv}: t(1) {c['seconds'][0] * 1e3:.1f} ms, "
+        + ", ".join(f"t({n})/t(1) {ratio(c, n):.2f}" for n in (16, 64, 128) if ratio(c, n))
+        for kv, c in graphs["cost_curve"].items()
+    )
+    speedup = graphs.get("ar_speedup_over_eager")
+    if not graphs["graphs"]:
+        return f"  engine with CUDA graphs: not timed: {graphs['why_no_graphs']} ({curves})"
+    verdict = "keep (flag cuda_graphs)" if graphs.get("keep") else "off (does not help)"
+    race = f"AR {speedup:.2f}x eager -> {verdict}; " if speedup is not None else ""
+    return f"  engine with CUDA graphs ({graphs['captures']} captures): {race}{curves}"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -9,10 +9,11 @@ and the same forward replayed from a graph captured on the same buffers
 each call), interleaved, median [min, max]; and whether the replay's logits equal the eager ones
 bit for bit (same kernels, so they must).
 
-What it measures is the saving a graphed step could have, not a graphed engine: the engine's
-steps change shape from step to step (the KV length grows, the tree size varies), so a graphed
-engine needs a static-length cache and trees padded to a few buckets, one graph each; that is
-worth building only where this probe shows a saving (`helps`: > 5% of the eager step at n = 1).
+What it measures is the saving a graphed step could have (`helps`: > 5% of the eager step at
+n = 1), on the eager step's own shapes. The graphed engine (`cuda_graphs`,
+goose.engine.static_step) pays for static shapes: trees padded to a bucket, attention over a span
+of up to 511 more cache rows; `make gpu-check` times it beside the eager engine, so the two
+figures together say what the padding costs and what the launches cost.
 
 Without CUDA there is nothing to capture: the eager part runs (the CPU run of `make gpu-check`
 keeps the code path working) and the record says why no graph was timed.

@@ -68,6 +68,7 @@ from goose.engine.sampling import (
     unpack_rejection,
     warp_scores,
 )
+from goose.engine.static_step import StaticStep
 from goose.engine.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
@@ -156,6 +157,7 @@ class VerificationEngine:
         lean: bool | None = None,
         prepack: bool | None = None,
         compile_forward: bool = False,
+        cuda_graphs: bool = False,
     ):
         """lean: use `LeanDecoder` for the forward passes (None = wherever the model supports it,
         True = require it, False = always the `transformers` forward). prepack: the lean
@@ -203,14 +205,22 @@ class VerificationEngine:
                     f"compile_forward needs the lean forward: {lean_unsupported(model) or 'lean=False'}"
                 )
             self._lean_forward = compile_lean(self.lean, self.device)
+        self.static: StaticStep | None = None
+        if cuda_graphs:
+            if compile_forward:
+                raise ValueError("compile_forward and cuda_graphs are alternatives: choose one")
+            self.static = StaticStep(self, capture=True)
 
     @property
     def forward_name(self) -> str:
         """Which forward runs: `transformers`, `lean`, `lean+prepack`, `lean+compile` or
-        `lean+prepack+compile` (recorded in every row)."""
+        `lean+prepack+compile`, `lean+graphs` (recorded in every row; `+static`: the graphs' padded
+        steps run eagerly, as the CPU tests do)."""
         if self.lean is None or has_forward_hooks(self.model):
             return "transformers"
         name = "lean+prepack" if self.lean.prepacked else "lean"
+        if self.static is not None:
+            return name + ("+graphs" if self.static.capture else "+static")
         return name + "+compile" if self.compiled else name
 
     # ----------------------------------------------------------------------------- buffers
@@ -347,6 +357,8 @@ class VerificationEngine:
             )
         planned = n + (256 if max_new_tokens is None else max_new_tokens)
         rows = min(planned, self.context_length) + TREE_SLACK
+        if self.static is not None:  # room for the largest padded tree: no reallocation, no recapture
+            rows += self.static.largest
         if self.cache is None:
             self.cache = TreeKVCache(self.num_layers, capacity=rows)
         self.cache.reset()
@@ -421,7 +433,14 @@ class VerificationEngine:
 
     def _tree_forward(self, tree: DraftTree, max_depth: int) -> tuple[torch.Tensor, TreeInputs | None]:
         """Logits [n, V] of the verification forward over `tree` after the cached prefix, and the
-        tree's device inputs (None for a one-node tree: the AR fast path needs no tree tensors)."""
+        tree's device inputs (None for a one-node tree: the AR fast path needs no tree tensors).
+        With `cuda_graphs`, trees up to the largest bucket run through `StaticStep`."""
+        static = self.static
+        if static is not None and len(tree) <= static.largest and not has_forward_hooks(self.model):
+            if len(tree) == 1:
+                return static.forward_one(tree.tokens[0]), None
+            inputs = tree_attention_inputs(tree, self.prefix_len, self.device)
+            return static.forward_tree(inputs), inputs
         ids, positions, mask, inputs = self._step_inputs(tree, max_depth)
         return self._forward(ids, positions, mask), inputs
 

@@ -143,12 +143,14 @@ def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
     """The model of `cfg.model` and its verification engine, warmed up; cached per process (one
     model in memory at a time), so that the jobs of a multirun in one process load it once. The
     engine's forward is the lean one unless `engine_lean(cfg)` says otherwise, with its weights
-    prepacked as `engine_prepack(cfg)` says, compiled if `compile: true`."""
+    prepacked as `engine_prepack(cfg)` says, compiled if `compile: true`, its steps replayed from
+    CUDA graphs if `cuda_graphs: true`."""
     spec = OmegaConf.to_container(cfg.model, resolve=True)
     lean = engine_lean(cfg)
     prepack = engine_prepack(cfg)
     compile_forward = bool(cfg.get("compile", False))
-    key = repr((sorted(spec.items()), lean, prepack, compile_forward))
+    cuda_graphs = bool(cfg.get("cuda_graphs", False))
+    key = repr((sorted(spec.items()), lean, prepack, compile_forward, cuda_graphs))
     if key not in _ENGINES:
         _ENGINES.clear()
         try:
@@ -163,8 +165,9 @@ def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
                 lean=lean,
                 prepack=prepack,
                 compile_forward=compile_forward,
+                cuda_graphs=cuda_graphs,
             )
-        except ValueError as exc:  # prepack=true or compile=true where it cannot run
+        except ValueError as exc:  # prepack, compile or cuda_graphs set where it cannot run
             raise UserError(str(exc)) from None
         warm_up(engine, loaded.tokenizer(WARM_UP_TEXT).input_ids)
         _ENGINES[key] = (loaded, engine)

@@ -204,6 +204,9 @@ class GooseBenchConfig:
     compile: Any = _checked(
         False, partial(check_bool, why="the verification steps' lean forward through torch.compile")
     )
+    cuda_graphs: Any = _checked(
+        False, partial(check_bool, why="the verification steps replayed from CUDA graphs (CUDA only)")
+    )
     sampling: SamplingSchema = field(default_factory=SamplingSchema)
 
 

@@ -114,6 +114,40 @@ def test_a_step_captured_in_a_cuda_graph_replays_the_eager_logits(arch, dtype, t
     assert torch.equal(engine.verify(tree, budget=100).logits, eager)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_steps_replayed_from_cuda_graphs_give_the_sequential_logits_and_decode_as_ar(
+    arch, dtype, test_device
+):
+    """`cuda_graphs=True` (goose.engine.static_step): a padded tree step replayed from its graph
+    gives every node the sequential logits within the dtype's tolerance; AR decoding through
+    graphs (one capture, many replays) equals the eager engine's, token for token in fp32."""
+    if torch.device(test_device).type != "cuda":
+        pytest.skip(
+            "CUDA graphs need a CUDA device (tests/engine/test_static_step.py runs the same steps eagerly)"
+        )
+    from goose.engine.decode import generate
+    from goose.engine.drafter import ARDrafter
+
+    torch_dtype = DTYPES[dtype]
+    model, eager, prefix, tree = tree_setup(arch, torch_dtype, test_device)
+    graphed = VerificationEngine(model, eos_token_ids=(), context_length=256, cuda_graphs=True)
+    assert graphed.forward_name.endswith("+graphs")
+    graphed.prefill(prefix)
+    outcome = graphed.verify(tree, budget=100)
+    tol = RELATIVE_TOLERANCE[torch_dtype]
+    for node in range(len(tree)):
+        ref = sequential_row(model, prefix + path_tokens(tree, node), test_device)
+        err = relative_error(outcome.logits[node], ref)
+        assert err <= tol, f"{arch} {dtype} node {node}: relative error {err:.2e} > {tol:.0e}"
+    assert outcome.new_tokens == eager.verify(tree, budget=100).new_tokens
+    ar_graphed = generate(graphed, ARDrafter(), prefix, max_new_tokens=24).output_ids
+    ar_eager = generate(eager, ARDrafter(), prefix, max_new_tokens=24).output_ids
+    if torch_dtype == torch.float32:
+        assert ar_graphed == ar_eager
+    assert graphed.static.captures >= 2 and sum(graphed.static.stats()["steps"].values()) >= 24
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_mask_that_lets_siblings_see_each_other_breaks_the_tolerance(dtype, test_device):
     """The bound is tight enough to see a bug: with every node visible to every other (no

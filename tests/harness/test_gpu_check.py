@@ -39,11 +39,16 @@ def test_the_timing_projection_and_figure_stages_run_at_toy_sizes(tmp_path, caps
     assert graphs["graphs"] is False and "no CUDA device" in graphs["why_no_graphs"]
     assert set(graphs["sizes"]) == {"1", "16"} and graphs["helps"] is False
     assert all(row["eager_s"]["median"] > 0 for row in graphs["sizes"].values())
+    graphed = shape["graphs"]  # the graphed engine's padded steps, run eagerly without CUDA
+    assert graphed["graphs"] is False and graphed["keep"] is False and graphed["captures"] == 0
+    assert graphed["forward"].endswith("+static") and sum(graphed["steps"]["steps"].values()) > 0
+    assert ar["identical_to_generate"]["engine:ar+graphs"] == ar["identical_to_generate"]["engine:ar"]
     table = record["stages"]["projection"]["shapes"]["toy-llama"]["table"]
     assert {"ar", "goose", "pld"} <= {r["method"] for r in table}
     assert (out / "cost_curve.png").is_file() and "projection" in (out / "projection.md").read_text()
     printed = capsys.readouterr().out
     assert "CUDA graphs: not timed: no CUDA device" in printed
+    assert "engine with CUDA graphs: not timed: no CUDA device" in printed
     assert "NO GPU FOUND" in printed and "projected speed-up over AR at the toy-llama shape" in printed
 
 
