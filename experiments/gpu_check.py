@@ -11,7 +11,9 @@ the timing stage merges shape by shape, so `--shapes` can split it too):
               two devices by a device_map (GPU + CPU) decoding as on one device.
   lossless    SmolLM2-135M on the device (experiments.lossless_stress): every method against AR on
               the first --limit prompts of the three packaged benchmarks; fp32 must be identical
-              token for token, fp16 and bf16 divergences are classified by their top-2 margin.
+              token for token, fp16 and bf16 divergences are classified by their top-2 margin; on
+              CUDA once more in fp32 with every step replayed from CUDA graphs (`float32+graphs`:
+              every method identical to AR, and AR identical to the eager fp32 AR).
   timing      per shape (conf/shape: Vicuna-7B, Llama-3-8B, Qwen3-8B with random weights, fp16):
               the verification cost curve t(n)/t(1) for n = 1..256 at KV lengths 512 and 2048
               (goose.engine.cost_model.calibrate), prefill times, and the engine's AR tokens/s
@@ -81,9 +83,11 @@ from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.models import parse_dtype  # noqa: E402
 from goose.harness.random_models import load_shape, random_model  # noqa: E402
 from goose.harness.runner import environment  # noqa: E402
+from goose.records.results import read_rows as read_result_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("tests", "lossless", "timing", "projection", "figures")
+GRAPHED_FP32 = "float32+graphs"  # the lossless run with cuda_graphs=true (CUDA only)
 RECORD = "gpu_check.json"
 # The issue's targets at 7B shape in fp16 (checked on a GPU run only).
 TARGET_T64 = 1.3  # t(64)/t(1) at most
@@ -111,6 +115,7 @@ class Profile:
     lossless_benches: tuple[str, ...]
     lossless_limit: int
     lossless_tokens: int
+    lossless_graphs: bool  # one more fp32 run with every step replayed from CUDA graphs (cuda_graphs)
 
 
 GPU = Profile(
@@ -131,6 +136,7 @@ GPU = Profile(
     lossless_benches=("humaneval", "mtbench", "gsm8k"),
     lossless_limit=5,
     lossless_tokens=128,
+    lossless_graphs=True,
 )
 CPU = Profile(
     device="cpu",
@@ -150,6 +156,7 @@ CPU = Profile(
     lossless_benches=("humaneval",),
     lossless_limit=1,
     lossless_tokens=16,
+    lossless_graphs=False,
 )
 
 
@@ -222,9 +229,13 @@ def stage_lossless(profile: Profile, work: Path, data_dir: str) -> dict[str, Any
         "limit": profile.lossless_limit,
         "max_new_tokens": profile.lossless_tokens,
     }
-    for dtype in profile.lossless_dtypes:
-        run_dir = work / "lossless" / dtype
+    runs = [(dtype, dtype, []) for dtype in profile.lossless_dtypes]
+    if profile.lossless_graphs and torch.device(profile.device).type == "cuda":
+        runs.append((GRAPHED_FP32, "float32", ["--set", "cuda_graphs=true"]))
+    for label, dtype, extra in runs:
+        run_dir = work / "lossless" / label
         argv = [
+            *extra,
             "--device",
             profile.device,
             "--dtype",
@@ -246,14 +257,14 @@ def stage_lossless(profile: Profile, work: Path, data_dir: str) -> dict[str, Any
         try:
             rc = lossless_stress.main(argv)
         except Exception as exc:  # a missing model or benchmark must not hide the other checks
-            out[dtype] = {
+            out[label] = {
                 "error": f"{type(exc).__name__}: {exc}",
                 "traceback": traceback.format_exc()[-2000:],
             }
             continue
         summary_file = run_dir / "summary.json"
         if rc == 2 or not summary_file.is_file():
-            out[dtype] = {"error": f"lossless_stress exited {rc} before running (see its message above)"}
+            out[label] = {"error": f"lossless_stress exited {rc} before running (see its message above)"}
             continue
         summary = json.loads(summary_file.read_text())["summary"]
         methods = {}
@@ -268,7 +279,7 @@ def stage_lossless(profile: Profile, work: Path, data_dir: str) -> dict[str, Any
                     agg["near_tie" if m["near_tie"] else "real"] += 1
                     mismatches.append({"method": method, "bench": bench, **m})
             methods[method] = agg
-        out[dtype] = {
+        out[label] = {
             "returncode": rc,
             "seconds": time.perf_counter() - t0,
             "methods": methods,
@@ -277,7 +288,24 @@ def stage_lossless(profile: Profile, work: Path, data_dir: str) -> dict[str, Any
             "rows": _relative(run_dir),
         }
         release(profile.device)
+    if GRAPHED_FP32 in out and "totals" in out[GRAPHED_FP32] and "totals" in out.get("float32", {}):
+        eager, graphed = (
+            ar_outputs(work / "lossless" / "float32"),
+            ar_outputs(work / "lossless" / GRAPHED_FP32),
+        )
+        shared = sorted(set(eager) & set(graphed))
+        same = sum(eager[k] == graphed[k] for k in shared)
+        out[GRAPHED_FP32]["ar_identical_to_eager"] = {"identical": same, "prompts": len(shared)}
     return out
+
+
+def ar_outputs(run_dir: Path) -> dict[tuple[str, str], list[int]]:
+    """AR's output ids per (bench, prompt) in one lossless run's rows."""
+    return {
+        (r["bench"], r["prompt_id"]): r["output_ids"]
+        for r in read_result_rows(run_dir)
+        if r.get("method") == "ar" and r.get("status", "ok") == "ok"
+    }
 
 
 # ------------------------------------------------------------------------------------ timing
@@ -605,7 +633,7 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
             f"lossless, {lo['model']} on the device, first {lo['limit']} prompts of {', '.join(lo['benches'])}, "
             f"{lo['max_new_tokens']} tokens:"
         )
-        for dtype in (d for d in lo if d in ("float32", "float16", "bfloat16")):
+        for dtype in (d for d in lo if d in ("float32", "float16", "bfloat16", GRAPHED_FP32)):
             r = lo[dtype]
             if "error" in r:
                 lines.append(f"  {dtype}: not run: {r['error']}")
@@ -615,6 +643,12 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
                 f"  {dtype}: {len(r['methods'])} methods, {tot['identical']}/{tot['prompts']} outputs identical "
                 f"to AR; mismatches: {tot['near_tie']} near-tie, {tot['real']} real; {tot['failed']} failed"
             )
+            cross = r.get("ar_identical_to_eager")
+            if cross:
+                lines.append(
+                    f"  {dtype}: AR through CUDA graphs identical to eager AR on "
+                    f"{cross['identical']}/{cross['prompts']} prompts"
+                )
     for name, shape in (st.get("timing") or {}).items():
         parts = []
         for kv, curve in shape["cost_curve"].items():
@@ -783,10 +817,16 @@ def failures(record: dict[str, Any]) -> list[str]:
         tot = r.get("totals") if isinstance(r, dict) else None
         if not tot:
             continue
-        if dtype == "float32" and tot["identical"] < tot["prompts"]:
-            bad.append(f"float32: {tot['prompts'] - tot['identical']} output(s) differ from AR")
+        if dtype in ("float32", GRAPHED_FP32) and tot["identical"] < tot["prompts"]:
+            bad.append(f"{dtype}: {tot['prompts'] - tot['identical']} output(s) differ from AR")
         if tot["real"] or tot["failed"]:
             bad.append(f"{dtype}: {tot['real']} real mismatch(es), {tot['failed']} failed prompt(s)")
+        cross = r.get("ar_identical_to_eager")
+        if cross and cross["identical"] < cross["prompts"]:
+            bad.append(
+                f"{dtype}: AR through CUDA graphs differs from eager AR on "
+                f"{cross['prompts'] - cross['identical']} prompt(s)"
+            )
     return bad
 
 

@@ -15,6 +15,8 @@ printed and written to <out>/summary.json.
     python -m experiments.lossless_stress --data-dir ../shared/data                 # the full run
     python -m experiments.lossless_stress --limit 1 --max-new-tokens 64 \\
         --methods pld,tr,goose --benches humaneval,gsm8k --out /tmp/stress          # a smoke test
+    python -m experiments.lossless_stress --device cuda --dtype float32 --set cuda_graphs=true
+                                                                  # every method through CUDA graphs
 """
 
 from __future__ import annotations
@@ -91,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         "--out", default="outputs/lossless_stress", help="rows and summary.json go here (not results/)"
     )
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a run.py override for every job, e.g. cuda_graphs=true (repeatable)",
+    )
     args = ap.parse_args(argv)
 
     methods = [m for m in args.methods.split(",") if m]
@@ -102,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides.append(f"model.dtype={args.dtype}")
     if args.device:
         overrides.append(f"model.device={args.device}")
+    overrides += args.set
     out = Path(args.out)
     if out.resolve() == (CONF.parent / "results" / "reference").resolve():
         ap.error("--out must not be results/reference/ (the shipped reference runs live there)")

@@ -92,3 +92,27 @@ def test_every_stage_runs_on_the_cpu(tmp_path):
     assert record["stages"]["tests"]["failed"] == 0 and record["stages"]["tests"]["passed"] > 0
     fp32 = record["stages"]["lossless"]["float32"]["totals"]
     assert fp32["identical"] == fp32["prompts"] > 0
+
+
+def test_a_graphed_ar_that_differs_from_eager_ar_fails_the_check():
+    """The `float32+graphs` lossless run (CUDA only) compares every method with its own AR, and
+    that AR with the eager fp32 AR: a difference in either fails `make gpu-check`."""
+    totals = {"prompts": 5, "identical": 5, "near_tie": 0, "real": 0, "failed": 0}
+    graphed = {"totals": totals, "ar_identical_to_eager": {"identical": 5, "prompts": 5}}
+    record = {"stages": {"lossless": {"float32": {"totals": totals}, gpu_check.GRAPHED_FP32: graphed}}}
+    assert gpu_check.failures(record) == []
+    graphed["ar_identical_to_eager"] = {"identical": 4, "prompts": 5}
+    assert gpu_check.failures(record) == [
+        "float32+graphs: AR through CUDA graphs differs from eager AR on 1 prompt(s)"
+    ]
+    graphed["ar_identical_to_eager"]["identical"] = 5
+    graphed["totals"] = {**totals, "identical": 3}
+    assert gpu_check.failures(record) == ["float32+graphs: 2 output(s) differ from AR"]
+
+
+def test_lossless_stress_passes_a_run_override_to_every_job_and_refuses_a_bad_one(tmp_path, capsys):
+    from experiments import lossless_stress
+
+    argv = ["--limit", "1", "--methods", "pld", "--benches", "humaneval", "--out", str(tmp_path)]
+    assert lossless_stress.main([*argv, "--set", "cuda_graphs=maybe"]) == 2
+    assert "cuda_graphs = 'maybe'" in capsys.readouterr().err
