@@ -50,6 +50,10 @@ class Generation:
     steps: list[StepRecord] = field(default_factory=list)
     drafter_stats: dict[str, Any] = field(default_factory=dict)
     stop: str = "max_new_tokens"  # why it ended: max_new_tokens, eos, or context (window full)
+    # CUDA graphs captured inside this prompt's wall time, and the seconds they took (cuda_graphs;
+    # 0 when the warm-up captured them all, or without graphs)
+    graph_captures: int = 0
+    graph_capture_s: float = 0.0
 
     @property
     def tau(self) -> float:
@@ -119,6 +123,8 @@ def generate(
             output_ids=[], forward_calls=0, wall_time_s=0.0, prefill_s=0.0, stop="max_new_tokens"
         )
     sampling = sampling or GREEDY
+    static = engine.static
+    captures_before = (static.captures, static.capture_s) if static is not None else (0, 0.0)
     t_start = _clock(device)
     drafter.set_sampling(sampling, seed)
     prefill_logits = engine.prefill(
@@ -184,9 +190,12 @@ def generate(
     t_end = _clock(device)
     if stop == "max_new_tokens" and output[-1] in eos:
         stop = "eos"
+    captures_after = (static.captures, static.capture_s) if static is not None else (0, 0.0)
     return Generation(
         output_ids=output,
         stop=stop,
+        graph_captures=captures_after[0] - captures_before[0],
+        graph_capture_s=captures_after[1] - captures_before[1],
         forward_calls=forward_calls,
         wall_time_s=t_end - t_start,
         prefill_s=t_prefill - t_start,

@@ -28,7 +28,15 @@ What a graph needs, and how a step gets it: every tensor at a fixed address and 
   each replay, with a few small eager kernels; the logits come out of the graph's output buffer
   and are cloned (a drafter may keep them while the next step replays the same graph).
 - A reallocated cache (a sequence longer than every earlier one) moves the buffers the graphs
-  point into: every graph is dropped and captured again on first use.
+  point into: every graph is dropped and captured again on first use, into a fresh memory pool.
+  To make that rare, the engine reserves at least `MIN_ROWS` cache rows (capped at the model's
+  window) while graphs are on, and `capture_all` (called by the runner's untimed warm-up)
+  captures every (bucket, span) the cache can hold, so timed steps replay and do not capture.
+  A capture that still happens inside a timed prompt is counted: rows record `graph_captures`
+  and `graph_capture_s`.
+- Non-finite rows: a step that raises NonFiniteLogitsError (an fp16 overflow) may have written
+  inf/NaN keys past the prefix, which a later step's span would read (a mask adds finfo.min; it
+  cannot hide a NaN); the engine zeroes them (`scrub`) before it raises.
 
 Numerics. The same lean forward, op for op, over more keys (masked ones contribute exact zeros to
 the softmax) and over padded rows: products of other shapes may round differently, as a tree step
@@ -43,6 +51,7 @@ What the replay itself adds is checked on CUDA only.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -56,6 +65,7 @@ if TYPE_CHECKING:
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # padded tree sizes b, one graph per (b, span)
 SPAN = 512  # attention spans are multiples of this many cache rows
 WARM_UP = 3  # eager calls on a side stream before a capture (torch's CUDA graph docs)
+MIN_ROWS = 4096  # cache rows reserved at least while graphs are on (fewer reallocations)
 
 
 def static_steps_unsupported(engine: VerificationEngine) -> str | None:
@@ -101,7 +111,11 @@ class StaticStep:
     """The engine's verification forward on padded, fixed shapes (module docstring), replayed from
     CUDA graphs when `capture` is True (the default on CUDA; False runs the same code eagerly)."""
 
-    def __init__(self, engine: VerificationEngine, capture: bool | None = None) -> None:
+    def __init__(
+        self, engine: VerificationEngine, capture: bool | None = None, min_rows: int = MIN_ROWS
+    ) -> None:
+        """capture: None = on CUDA; min_rows: the cache rows the engine reserves at least (capped
+        at the model's window; 0 = only what the sequence needs, as without graphs)."""
         reason = static_steps_unsupported(engine)
         if reason:
             raise ValueError(f"cuda_graphs: {reason}")
@@ -111,7 +125,9 @@ class StaticStep:
         self.engine = engine
         self.capture = is_cuda if capture is None else capture
         self.largest = BUCKETS[-1]
+        self.min_rows = min_rows
         self.captures = 0  # graphs captured so far (recaptures after a reallocation included)
+        self.capture_s = 0.0  # seconds spent capturing them (warm-up calls included)
         self._slots: dict[tuple[int, int], _Slot] = {}
         self._storage_ptr: int | None = None
         self._pool = torch.cuda.graph_pool_handle() if self.capture else None
@@ -133,8 +149,16 @@ class StaticStep:
             )
         if storage.data_ptr() != self._storage_ptr:
             storage[:, :, :, :, cache.length :].zero_()
+            if self._slots and self.capture:  # the dropped graphs' pool may not be reusable
+                self._pool = torch.cuda.graph_pool_handle()
             self._slots.clear()
             self._storage_ptr = storage.data_ptr()
+
+    def scrub(self) -> None:
+        """Zero the cache rows past the prefix (after a non-finite step: module docstring)."""
+        cache = self.engine.cache
+        if cache is not None and cache.storage is not None:
+            cache.storage[:, :, :, :, self.engine.prefix_len :].zero_()
 
     def _slot(self, b: int, span: int) -> _Slot:
         key = (b, span)
@@ -188,6 +212,7 @@ class StaticStep:
     def _capture(self, slot: _Slot) -> None:
         """Capture `slot`'s forward (its buffers already hold a real step's inputs): warm-up calls
         on a side stream, then the capture into the shared memory pool."""
+        t0 = time.perf_counter()
         stream = torch.cuda.Stream(self.engine.device)
         stream.wait_stream(torch.cuda.current_stream(self.engine.device))
         with torch.cuda.stream(stream):
@@ -199,6 +224,8 @@ class StaticStep:
             slot.logits = self._run(slot)
         slot.replay = graph.replay
         self.captures += 1
+        torch.cuda.synchronize(self.engine.device)
+        self.capture_s += time.perf_counter() - t0
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, ancestors: torch.Tensor) -> torch.Tensor:
         """Logits [n, V] of the verification forward over n nodes after the cached prefix (inputs
@@ -226,6 +253,26 @@ class StaticStep:
             layer.length = p + n
         return logits[:n].clone() if self.capture else logits[:n]
 
+    def capture_all(self) -> None:
+        """Capture every (bucket, span) slot that the current cache can hold, with dummy inputs
+        (the graphs do not depend on them), after a prefill and outside any timing (the runner's
+        warm-up); the rows it writes past the prefix are never read unmasked. Nothing to do
+        without `capture`."""
+        engine = self.engine
+        if not self.capture or engine.cache is None:
+            return
+        self._bind()
+        p, capacity = engine.prefix_len, engine.cache.capacity
+        for span in sorted({min(s, capacity) for s in range(SPAN, capacity + SPAN, SPAN)}):
+            for b in BUCKETS:
+                if p + b > span or (b, span) in self._slots and self._slots[(b, span)].replay:
+                    continue
+                slot = self._slot(b, span)
+                tokens = torch.zeros(b, dtype=torch.long, device=engine.device)
+                positions = torch.full((b,), p, dtype=torch.long, device=engine.device)
+                self._fill(slot, tokens, positions, torch.eye(b, dtype=torch.bool, device=engine.device))
+                self._capture(slot)
+
     def forward_tree(self, inputs: TreeInputs) -> torch.Tensor:
         """`forward` over a tree's device inputs."""
         return self.forward(inputs.tokens, inputs.positions, inputs.ancestors)
@@ -241,5 +288,6 @@ class StaticStep:
         """What ran: graphs captured, and steps per (bucket, span)."""
         return {
             "captures": self.captures,
+            "capture_s": self.capture_s,
             "steps": {f"{b}x{span}": slot.calls for (b, span), slot in sorted(self._slots.items())},
         }

@@ -323,6 +323,8 @@ class VerificationEngine:
         return logits.to(self.device)
 
     def _non_finite(self, where: str, nodes: list[int]) -> NonFiniteLogitsError:
+        if self.static is not None:  # its spans read rows past the prefix: no NaN may stay there
+            self.static.scrub()
         return NonFiniteLogitsError(
             f"non-finite logits (NaN or inf) at {where} (prefix length {self.prefix_len}, node(s) "
             f"{nodes[:8]}); the model overflowed in {str(self.dtype).replace('torch.', '')} or its "
@@ -357,8 +359,11 @@ class VerificationEngine:
             )
         planned = n + (256 if max_new_tokens is None else max_new_tokens)
         rows = min(planned, self.context_length) + TREE_SLACK
-        if self.static is not None:  # room for the largest padded tree: no reallocation, no recapture
+        if self.static is not None:  # room for the largest padded tree, and MIN_ROWS: no recapture
             rows += self.static.largest
+            rows = max(
+                rows, min(self.static.min_rows, self.context_length + TREE_SLACK + self.static.largest)
+            )
         if self.cache is None:
             self.cache = TreeKVCache(self.num_layers, capacity=rows)
         self.cache.reset()
@@ -456,6 +461,14 @@ class VerificationEngine:
         inputs = tree_attention_inputs(tree, p, self.device)
         mask = self._tree_mask(inputs.ancestors, inputs.positions, max_depth)
         return inputs.tokens[None], inputs.positions[None], mask, inputs
+
+    @torch.inference_mode()
+    def capture_graphs(self) -> None:
+        """With `cuda_graphs`: capture every graph the current cache can replay, now, outside any
+        timing (goose.engine.static_step.StaticStep.capture_all; call it after a prefill, as
+        the runner's warm-up does). Without: nothing."""
+        if self.static is not None:
+            self.static.capture_all()
 
     @torch.inference_mode()
     def replayable_forward(self, tree: DraftTree) -> Callable[[], torch.Tensor]:

@@ -104,13 +104,15 @@ def environment() -> dict[str, Any]:
 
 def warm_up(engine: VerificationEngine, token_ids: Sequence[int]) -> None:
     """One untimed prefill and one small tree verification, so that the first timed prompt does
-    not pay for lazy initialisation (allocator, kernels, thread pools)."""
+    not pay for lazy initialisation (allocator, kernels, thread pools), and with `cuda_graphs`
+    the graphs captured (`VerificationEngine.capture_graphs`)."""
     ids = list(token_ids)[:32] or [0]
     logits = engine.prefill(ids)
     anchor = int(logits[-1].argmax())
     tree = DraftTree.chain(anchor, [anchor] * 3)
     tree.add(anchor + 1 if anchor + 1 < logits.shape[-1] else 0, 0, tree.sources[1])
     engine.verify(tree, budget=4)
+    engine.capture_graphs()
 
 
 @dataclass
@@ -219,6 +221,8 @@ def generation_row(gen: Generation) -> dict[str, Any]:
         "step_tree_size": [s.tree_size for s in gen.steps],
         "drafter_stats": gen.drafter_stats,
         "stop": gen.stop,
+        "graph_captures": gen.graph_captures,
+        "graph_capture_s": gen.graph_capture_s,
         "output_ids": gen.output_ids,
     }
 

@@ -15,16 +15,16 @@ import torch
 
 from goose.engine.decode import generate
 from goose.engine.drafter import ARDrafter, Drafter
-from goose.engine.static_step import BUCKETS, SPAN, StaticStep
+from goose.engine.static_step import BUCKETS, MIN_ROWS, SPAN, StaticStep
 from goose.engine.tree import BRANCH, DraftTree
-from goose.engine.verifier import VerificationEngine
+from goose.engine.verifier import NonFiniteLogitsError, VerificationEngine
 from tests.engine.test_engine import greedy_continuation, path_tokens, random_tree, sequential_logits
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 
 
-def static_engine(model, context_length: int = 256) -> VerificationEngine:
+def static_engine(model, context_length: int = 256, min_rows: int = MIN_ROWS) -> VerificationEngine:
     engine = VerificationEngine(model, eos_token_ids=(), context_length=context_length)
-    engine.static = StaticStep(engine, capture=False)
+    engine.static = StaticStep(engine, capture=False, min_rows=min_rows)
     return engine
 
 
@@ -115,7 +115,7 @@ def test_decoding_through_static_steps_equals_ar_across_buckets_spans_and_a_real
     prompt = [random.Random(7).randrange(VOCAB) for _ in range(500)]
     eager = VerificationEngine(model, eos_token_ids=(), context_length=context)
     reference = generate(eager, ARDrafter(), prompt, max_new_tokens=40).output_ids
-    engine = static_engine(model, context_length=context)
+    engine = static_engine(model, context_length=context, min_rows=0)  # so that the cache grows
     assert generate(engine, ARDrafter(), prompt[:20], max_new_tokens=5).output_ids == greedy_continuation(
         model, prompt[:20], 5
     )
@@ -132,6 +132,31 @@ def test_decoding_through_static_steps_equals_ar_across_buckets_spans_and_a_real
     eager_steps = sum(step.tree_size > BUCKETS[-1] for step in got.steps)
     assert eager_steps >= 1 and sum(steps.values()) + eager_steps == len(got.steps)
     assert got.tau > 1.0
+
+
+def test_a_non_finite_step_leaves_no_nan_rows_for_the_next_prompt():
+    """Static steps attend over rows past the prefix (masked), and a mask cannot hide a NaN: after
+    a step that wrote NaN keys and values and raised, the next prompt must decode as AR does."""
+    model = tiny_model("llama", seed=3)
+    engine = VerificationEngine(model, eos_token_ids=(), context_length=256, prepack=False)
+    engine.static = StaticStep(engine, capture=False)
+    prompt = list(range(5, 25))
+    output = generate(engine, ARDrafter(), prompt, max_new_tokens=8).output_ids
+    weight = model.model.layers[1].self_attn.v_proj.weight  # a view of the lean forward's weight
+    saved = weight.clone()
+    with torch.no_grad():
+        weight.fill_(float("nan"))
+    try:
+        with pytest.raises(NonFiniteLogitsError):
+            engine.verify(DraftTree.chain(output[-1], [1, 2, 3, 4, 5, 6]), budget=10)
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
+    assert torch.isfinite(engine.cache.storage).all()
+    short = prompt[:10]
+    assert generate(engine, ARDrafter(), short, max_new_tokens=8).output_ids == greedy_continuation(
+        model, short, 8
+    )
 
 
 def test_cuda_graphs_are_refused_without_cuda_and_beside_compile():
