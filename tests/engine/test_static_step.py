@@ -134,6 +134,45 @@ def test_decoding_through_static_steps_equals_ar_across_buckets_spans_and_a_real
     assert got.tau > 1.0
 
 
+class EagerGraphs(StaticStep):
+    """`StaticStep` on its capture path, with a CPU stand-in for a CUDA graph: the "capture" runs
+    the forward once, and each "replay" runs it again on the slot's buffers into the slot's
+    output, as a graph would. It checks the capture path's bookkeeping (which slots are captured
+    when, the inputs a replay reads, the counters), not CUDA itself."""
+
+    def __init__(self, engine: VerificationEngine) -> None:
+        super().__init__(engine, capture=False)
+        self.capture = True
+
+    def _capture(self, slot) -> None:
+        def replay(slot=slot):
+            slot.logits = self._run(slot)
+
+        slot.logits = self._run(slot)
+        slot.replay = replay
+        self.captures += 1
+
+
+def test_the_warm_up_captures_every_slot_and_a_prompt_then_only_replays():
+    from goose.harness.runner import warm_up
+
+    model = tiny_model("qwen3", seed=3)
+    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    engine.static = EagerGraphs(engine)
+    warm_up(engine, list(range(5, 40)))  # a prefill, a small tree, then capture_all
+    capacity = engine.cache.capacity
+    spans = {min(s, capacity) for s in range(SPAN, capacity + SPAN, SPAN)}
+    captured = engine.static.captures
+    assert captured == len(spans) * len(BUCKETS) and len(spans) == 2
+    prompt = [random.Random(4).randrange(VOCAB) for _ in range(150)]
+    reference = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, 40).output_ids
+    drafter = RandomTreeDrafter(reference=tuple(reference), sizes=(1, 3, 7, 12, 40, 100), prompt_len=150)
+    gen = generate(engine, drafter, prompt, max_new_tokens=40)
+    assert gen.output_ids == reference
+    assert gen.graph_captures == 0 and gen.graph_capture_s == 0.0 and engine.static.captures == captured
+    assert engine.cache.capacity == capacity, "no reallocation: the warm-up's graphs still hold"
+
+
 def test_a_non_finite_step_leaves_no_nan_rows_for_the_next_prompt():
     """Static steps attend over rows past the prefix (masked), and a mask cannot hide a NaN: after
     a step that wrote NaN keys and values and raised, the next prompt must decode as AR does."""
