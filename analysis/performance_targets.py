@@ -7,7 +7,10 @@ Targets (SmolLM2-135M on a CPU with 2 threads unless the row says otherwise):
 
     one-token step <= 1.5x its floor   `forward_speed*.json` (experiments/forward_speed.py), each
                                        forward variant and dtype: t(1) over the bandwidth floor of
-                                       the same run (goose.engine.hardware_limit)
+                                       the same run (goose.engine.hardware_limit); and every bench
+                                       record's engine AR in decoding: its mean verification
+                                       forward per step over the floor at the run's mean KV length
+                                       (one figure per run, no spread)
     t(16)/t(1) <= 1.3                  the same records, taken within each round (side by side)
     t(64) vs its floor                 no target; reported beside its own floor (the larger of the
                                        weight bytes over the bandwidth and the FLOPs over the
@@ -140,6 +143,19 @@ def bench_rows(path: Path, record: dict) -> list[list[str]]:
         if all(n in overall for n in needs):
             rows.append([target, source, where, *measure()])
 
+    ar_floor = (record["summary"].get("hardware_floor") or {}).get("contenders", {}).get("engine:ar")
+    if ar_floor:
+        floor = record["summary"]["hardware_floor"]["floor"]
+        rows.append(
+            [
+                f"one-token step ≤ {STEP_TARGET}× floor",
+                f"{source}, engine AR decoding",
+                where,
+                f"{ar_floor['forward_ms']:.1f} ms = {ar_floor['times_floor']:.2f}× floor "
+                f"({ar_floor['floor_ms']:.1f} ms at {floor['bandwidth_gb_s']:.1f} GB/s)",
+                verdict(ar_floor["times_floor"], STEP_TARGET, at_most=True),
+            ]
+        )
     if model.startswith("gemma"):
         if dtype == "bfloat16":
             add(

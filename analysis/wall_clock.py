@@ -51,9 +51,14 @@ def machine(record: dict) -> str:
     in `repeat_environments` which process ran which prompts; where those ran on more than one
     kind of machine, every one is named (" + ") with a warning that its tokens/s mix machines:
     its ratios stay side by side (each prompt's contenders ran in one process), its absolute
-    rates do not."""
-    segments = [s for repeat in record.get("repeat_environments") or [] for s in repeat]
-    names = list(dict.fromkeys(_hardware_name(s["environment"].get("hardware", {})) for s in segments))
+    rates do not. Records from before resuming at the prompt (checkpoint format 1) hold one
+    environment per repeat instead of a list of segments; both are read."""
+    environments = [
+        segment["environment"] if "environment" in segment else segment
+        for repeat in record.get("repeat_environments") or []
+        for segment in ([repeat] if isinstance(repeat, dict) else repeat)
+    ]
+    names = list(dict.fromkeys(_hardware_name(env.get("hardware", {})) for env in environments))
     if len(names) > 1:
         return " + ".join(names) + " (resumed across machines: compare ratios, not tokens/s)"
     return _hardware_name(record.get("environment", {}).get("hardware", {}))

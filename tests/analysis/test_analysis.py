@@ -402,6 +402,10 @@ def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
             "tokens_per_s_per_bench": {
                 b: {n: spread(v) for n, v in rates.items()} for b, rates in BENCH_RATES.items()
             },
+            "hardware_floor": {
+                "floor": {"bandwidth_gb_s": 50.0},
+                "contenders": {"engine:ar": {"forward_ms": 16.0, "floor_ms": 10.0, "times_floor": 1.6}},
+            },
         },
         "per_prompt": per_prompt,
     }
@@ -459,6 +463,12 @@ def test_a_bench_resumed_on_other_machines_names_them_all(tmp_path):
         "AMD EPYC (AVX2, no oneDNN bf16) + Intel Xeon (AMX, with oneDNN bf16) "
         "(resumed across machines: compare ratios, not tokens/s)"
     )
+    # format 1 (repeat-boundary checkpoints, e.g. the shipped bench_bfloat16_avx2.json): one
+    # environment per repeat
+    record["repeat_environments"] = [epyc["environment"], xeon["environment"]]
+    assert machine(record).startswith("AMD EPYC (AVX2, no oneDNN bf16) + Intel Xeon (AMX")
+    record["repeat_environments"] = [epyc["environment"], epyc["environment"]]
+    assert machine(record) == "AMD EPYC (AVX2, no oneDNN bf16)"
 
 
 def write_forward_speed_record(out: Path) -> Path:
@@ -516,6 +526,10 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
     assert goose_ar[4] == "met"
     assert next(c for c in bench if "prompt lookup" in c[0])[4] == "met"
     assert not [c for c in bench if c[0].startswith("engine AR")]  # the record has no hf:greedy
+    # engine AR's decoding step against its floor, from the bench's hardware_floor summary
+    ar_step = next(c for c in bench if c[0].startswith("one-token step"))
+    assert ar_step[1].endswith("engine AR decoding")
+    assert ar_step[3:] == ["16.0 ms = 1.60× floor (10.0 ms at 50.0 GB/s)", "**not met**"]
     # a benchmark below the target fails the every-benchmark target
     record = json.loads((out / "bench_bfloat16.json").read_text())
     for prompt in record["per_prompt"]:
