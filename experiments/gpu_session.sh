@@ -4,10 +4,10 @@
 # given arguments into .gpu/out (kept on the warm machine, so later calls add their stages to the
 # same record), and copy the record, its figures and the log to $OUT.
 #
-#   call K carries [".gpu/partK"] (make gpu-carry says how many), e.g. with three parts:
+#   call K carries [".gpu/partK"] (make gpu-carry says how many), e.g. with two parts:
 #   call 1, carry [".gpu/part1"]:  bash experiments/gpu_session.sh --stages tests,timing --shapes vicuna-7b
-#   call 2, carry [".gpu/part2"]:  bash experiments/gpu_session.sh --stages timing --shapes llama3-8b
-#   call 3, carry [".gpu/part3"]:  bash experiments/gpu_session.sh --stages lossless
+#   call 2, carry [".gpu/part2"]:  bash experiments/gpu_session.sh --stages lossless
+#   call 3:                        bash experiments/gpu_session.sh --stages timing --shapes llama3-8b
 #   call 4:                        bash experiments/gpu_session.sh --stages timing,projection,figures --shapes qwen3-8b
 set -uo pipefail
 cd "$(dirname "$0")/.."
