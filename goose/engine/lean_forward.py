@@ -26,6 +26,12 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     return weight * x.to(dtype)
 
 
+_HALF = (torch.bfloat16, torch.float16)
+# The one-query half-precision attention of `attend` with GQA heads as rows (False: sdpa's own GQA
+# for every step, the path before; experiments/half_query_ab.py times the two side by side).
+GROUP_HALF_QUERY_ROWS = True
+
+
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
@@ -45,12 +51,29 @@ def attend(
     """One layer's attention after the projections: RoPE on the fused queries|keys qk
     [1, n, h + kv, d], the new keys and values v [1, n, kv, d] written into `cache`, sdpa with the
     engine's `mask` (None: causal over the new rows), heads merged back to [1, n, h·d]. GQA: sdpa
-    repeats K/V itself on a CPU or without a mask, else they are repeated here (as `transformers`)."""
+    repeats K/V itself on a CPU or without a mask, else they are repeated here (as `transformers`).
+
+    A one-token step in bf16/fp16 on a CPU (n = 1, no mask) attends with the h/kv query heads of
+    each KV head as rows of one head ([1, kv, h/kv, d], no GQA expansion): the same products and
+    softmax per query, but PyTorch's CPU sdpa runs a single half-precision query through a path
+    4-7x slower than a few rows (SmolLM2, KV 257: 113 -> 23 µs a layer, bit-identical outputs there;
+    2.1 ms of a 15 ms bf16 step), which is why a bf16 2-node tree used to cost less than one node.
+    fp32 keeps the GQA call: its one-query path is the fast one."""
     n, heads, d = qk.shape[1], qk.shape[2], qk.shape[3]
     h = heads - kv
     qk = qk * cos + _rotate_half(qk) * sin
     q, k = qk.transpose(1, 2).split((h, kv), dim=1)
     k, v = cache.update(k, v.transpose(1, 2), layer)
+    if (
+        GROUP_HALF_QUERY_ROWS
+        and n == 1
+        and mask is None
+        and h != kv
+        and q.device.type == "cpu"
+        and q.dtype in _HALF
+    ):
+        o = F.scaled_dot_product_attention(q.reshape(1, kv, h // kv, d), k, v, scale=scale)
+        return o.reshape(1, 1, h * d)
     if h != kv and not (q.device.type == "cpu" or mask is None):
         k, v = k.repeat_interleave(h // kv, dim=1), v.repeat_interleave(h // kv, dim=1)
     o = F.scaled_dot_product_attention(

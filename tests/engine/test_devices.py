@@ -18,6 +18,7 @@ import random
 import pytest
 import torch
 
+from goose.engine.tree import DraftTree
 from goose.engine.verifier import VerificationEngine
 from tests.engine.test_engine import path_tokens, random_tree
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
@@ -66,6 +67,63 @@ def test_tree_logits_equal_sequential_within_the_dtype_tolerance(arch, dtype, te
         ref = sequential_row(model, prefix + path_tokens(tree, node), test_device)
         err = relative_error(outcome.logits[node], ref)
         assert err <= tol, f"{arch} {dtype} node {node}: relative error {err:.2e} > {tol:.0e}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_one_node_steps_equal_sequential_within_the_dtype_tolerance(arch, dtype, test_device):
+    """AR's step (a one-node tree, the engine's fast path) over 8 tokens, each against a plain
+    forward of the whole sequence. In bf16/fp16 on a CPU its GQA query heads attend as rows of
+    their KV head (goose.engine.lean_forward.attend): a wrong grouping of heads breaks the
+    tolerance (test_half_precision_one_query_attention_groups_heads_by_kv_head)."""
+    torch_dtype = DTYPES[dtype]
+    model, engine, prefix, _ = tree_setup(arch, torch_dtype, test_device)
+    tokens = prefix + [int(engine.prefill(prefix)[-1].argmax())]
+    tol = RELATIVE_TOLERANCE[torch_dtype]
+    for step in range(8):
+        outcome = engine.verify(DraftTree.single(tokens[-1]), budget=100)
+        err = relative_error(outcome.logits[0], sequential_row(model, tokens, test_device))
+        assert err <= tol, f"{arch} {dtype} step {step}: relative error {err:.2e} > {tol:.0e}"
+        tokens += outcome.new_tokens
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_one_query_attention_groups_heads_by_kv_head(dtype, test_device):
+    """`attend` for one query (n = 1, no mask) with 8 query heads over 2 KV heads equals sdpa's own
+    GQA (query head i reads KV head i // 4) within the dtype's tolerance; the same rows grouped
+    the other way (query head i reading KV head i % 2) do not, so the check can fail."""
+    from goose.engine.kv_cache import TreeKVCache
+    from goose.engine.lean_forward import attend
+
+    torch_dtype = DTYPES[dtype]
+    gen = torch.Generator().manual_seed(0)
+    h, kv, d, past = 8, 2, 16, 40
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen).to(torch_dtype).to(test_device)
+
+    cache = TreeKVCache(1, capacity=64)
+    cache.reset()
+    cache.update(rand(1, kv, past, d), rand(1, kv, past, d), 0)
+    qk, v = rand(1, 1, h + kv, d), rand(1, 1, kv, d)
+    cos = torch.ones(1, 1, 1, d, dtype=torch_dtype, device=test_device)  # RoPE at angle 0
+    sin = torch.zeros_like(cos)
+    got = attend(qk, v, cos, sin, cache, 0, None, d**-0.5, kv).float().view(h, d)
+    q = qk[0, 0, :h].float()
+    layer = cache.layers[0]
+    assert layer.length == past + 1
+    keys, values = (buf[0, :, : past + 1].float() for buf in (layer.k_buf, layer.v_buf))  # [kv, rows, d]
+
+    def reference(kv_of_head):
+        rows = []
+        for i in range(h):
+            w = torch.softmax(q[i] @ keys[kv_of_head(i)].T * d**-0.5, dim=-1)
+            rows.append(w @ values[kv_of_head(i)])
+        return torch.stack(rows)
+
+    scale = reference(lambda i: i // (h // kv)).abs().max()
+    assert float((got - reference(lambda i: i // (h // kv))).abs().max() / scale) <= 2e-2
+    assert float((got - reference(lambda i: i % kv)).abs().max() / scale) > 0.1
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
