@@ -143,9 +143,10 @@ def bench_rows(path: Path, record: dict) -> list[list[str]]:
         if all(n in overall for n in needs):
             rows.append([target, source, where, *measure()])
 
-    ar_floor = (record["summary"].get("hardware_floor") or {}).get("contenders", {}).get("engine:ar")
+    hardware_floor = record["summary"].get("hardware_floor") or {}
+    ar_floor = hardware_floor.get("contenders", {}).get("engine:ar")
     if ar_floor:
-        floor = record["summary"]["hardware_floor"]["floor"]
+        floor = hardware_floor["floor"]
         rows.append(
             [
                 f"one-token step ≤ {STEP_TARGET}× floor",
