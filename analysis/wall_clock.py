@@ -139,7 +139,43 @@ def build(res: Results, out: Path) -> Output:
                 rows,
                 caption,
             )
+        identical = identity_rows(data)
+        if identical:
+            output.files += write_table(
+                out,
+                f"wall_clock_{path.stem.removeprefix('bench_')}_identical_to_engine_ar",
+                ["contender", "identical to engine:ar", "near-tie", "real", "largest near-tie margin"],
+                identical,
+                "Outputs identical to engine:ar in the first repeat, and the verdict on each divergence "
+                "(top-2 margin at the first differing token against 2 ulps of the top logit: "
+                f"experiments/bench_divergences.py; blank: not classified): {protocol}",
+            )
+            real = sum(int(r[3]) for r in identical if r[3].isdigit())
+            if real:
+                output.notes.append(f"{path.name}: {real} REAL divergences from engine:ar")
     return output
+
+
+def identity_rows(record: dict) -> list[list[str]]:
+    """One row per contender: identical / prompts, near-ties, real mismatches and the largest
+    near-tie margin, from the record's `summary.identical_to_engine_ar` (blank verdict columns
+    where the divergences were not classified)."""
+    rows = []
+    for name, entry in (record["summary"].get("identical_to_engine_ar") or {}).items():
+        if "identical" not in entry:
+            continue
+        classified = "near_tie" in entry
+        margins = [m["diff_margin"] for m in entry["mismatches"] if m.get("near_tie")]
+        rows.append(
+            [
+                name,
+                f"{entry['identical']}/{entry['prompts']}",
+                str(entry["near_tie"]) if classified else "",
+                str(entry["real"]) if classified else "",
+                f"{max(margins):.3g}" if margins else "",
+            ]
+        )
+    return rows
 
 
 if __name__ == "__main__":

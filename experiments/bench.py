@@ -18,7 +18,9 @@ summed over the prompts every contender completed (prefill included, as in SPEC)
 tokens/s per contender, and each ratio as median [min, max] over the rounds; the share of each
 engine method's step time spent drafting and on bookkeeping (draft + walk/compaction + drafter
 update, i.e. everything but the verification forward); how many outputs equal engine AR's
-(fp32 must be all; in bf16 mismatches are reported, with the first differing position).
+(fp32 must be all; in bf16 each mismatch is reported with its first differing position and
+classified, after the timed rounds, as a near-tie or a real mismatch by the top-2 margin there:
+experiments/bench_divergences.py).
 
 Sampling (`--temperature T`, `--top-p`, `--top-k`, `--seed`): every engine contender samples
 with the same settings and, per prompt, the same seed (derived from --seed and the prompt id), so
@@ -58,6 +60,7 @@ import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch, measuring_code_digest  # noqa: E402
+from experiments.bench_divergences import classify, mismatched_prompts  # noqa: E402
 from experiments.bench_summary import (  # noqa: E402
     REFERENCE,
     BenchPrompt,
@@ -83,7 +86,7 @@ from goose.harness.compose import (  # noqa: E402
     release_engines,
 )
 from goose.harness.models import LoadedModel  # noqa: E402
-from goose.harness.runner import environment  # noqa: E402
+from goose.harness.runner import divergence_verdict, environment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -491,6 +494,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     summary = summarise(names, prompts, runs)
     summary["hardware_floor"] = floor_report(engine, summary, prompts, args.max_new_tokens)
+    if mismatched_prompts(summary):  # every divergence gets its measured top-2 margin, after the timing
+        at = {(p.bench, p.prompt_id): i for i, p in enumerate(prompts)}
+
+        def verdict_at(bench: str, prompt_id: str, idx: int) -> dict[str, Any]:
+            i = at[(bench, prompt_id)]
+            prefix = prompts[i].ids + runs[0][i][REFERENCE].output_ids[:idx]
+            return divergence_verdict(engine, prefix, sampling, derive_seed(args.seed, prompt_id))
+
+        classify(summary, verdict_at)
+        summary["divergences_classified"] = {"when": "in the run"}
     header = (
         f"model={args.model} dtype={str(loaded.dtype).replace('torch.', '')} device={engine.device} "
         f"forward={engine.forward_name} "

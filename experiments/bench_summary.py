@@ -201,7 +201,8 @@ def print_summary(summary: dict[str, Any], header: str) -> None:
                     extra = f"   mismatches (bench/prompt@first diff): {shown}" + (
                         " ..." if len(v["mismatches"]) > 6 else ""
                     )
-                print(f"  {n:22s} {v['identical']}/{v['prompts']}{extra}")
+                verdict = f" (near-tie {v['near_tie']}, real {v['real']})" if "near_tie" in v else ""
+                print(f"  {n:22s} {v['identical']}/{v['prompts']}{verdict}{extra}")
         unstable = ident.get("engine:ar across repeats", {}).get("unstable_prompts")
         if unstable:
             print(f"  engine:ar differs between repeats on: {unstable}")

@@ -82,6 +82,7 @@ from goose.engine.static_step import StaticStep  # noqa: E402
 from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.models import parse_dtype  # noqa: E402
 from goose.harness.random_models import load_shape, random_model  # noqa: E402
+from goose.harness.run_state import write_text_atomically  # noqa: E402
 from goose.harness.runner import environment  # noqa: E402
 from goose.records.results import read_rows as read_result_rows  # noqa: E402
 
@@ -606,9 +607,7 @@ def load_record(path: Path, device: str) -> dict[str, Any]:
 
 
 def save_record(record: dict[str, Any], path: Path) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=str))
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(record, indent=1, default=str))
 
 
 def summary_lines(record: dict[str, Any]) -> list[str]:

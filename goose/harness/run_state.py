@@ -37,18 +37,28 @@ from pathlib import Path
 from typing import Any
 
 
-def dump_atomically(path: Path, obj: Any) -> None:
-    """Pickle `obj` to `path` through a temporary file in the same folder and a rename, so that a
-    kill at any moment leaves either the old file or the new one, never a torn one."""
+def _replace_atomically(path: Path, payload: bytes) -> None:
+    """Write `payload` to `path` through a temporary file in the same folder and a rename, so that
+    a kill at any moment leaves either the old file or the new one, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pkl")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.write(payload)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def dump_atomically(path: Path, obj: Any) -> None:
+    """Pickle `obj` to `path` atomically (a kill leaves the old file or the new one)."""
+    _replace_atomically(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically (a kill leaves the old file or the new one)."""
+    _replace_atomically(path, text.encode())
 
 
 class RunStateStore:

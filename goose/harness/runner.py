@@ -253,8 +253,6 @@ def lossless_fields(
         (i for i, (a, b) in enumerate(zip(output, reference, strict=False)) if a != b),
         min(len(output), len(reference)),
     )
-    top1, top2, margin, top_value = engine.next_token_margin(prompt_ids + reference[:idx], sampling, seed)
-    tol = near_tie_threshold(top_value, engine.dtype) / (1.0 if sampling.greedy else sampling.temperature)
     return {
         "lossless": False,
         "first_diff": idx,
@@ -262,6 +260,22 @@ def lossless_fields(
             reference[idx] if idx < len(reference) else None,
             output[idx] if idx < len(output) else None,
         ],
+        **divergence_verdict(engine, prompt_ids + reference[:idx], sampling, seed),
+    }
+
+
+def divergence_verdict(
+    engine: VerificationEngine,
+    prefix_ids: list[int],
+    sampling: SamplingParams = GREEDY,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The verdict on a divergence after `prefix_ids` (the prompt + AR's output up to the first
+    differing token): the top-2 margin of a teacher-forced forward there, and whether it is a
+    near-tie (within `near_tie_threshold`, divided by T at temperature > 0) or a real mismatch."""
+    top1, top2, margin, top_value = engine.next_token_margin(prefix_ids, sampling, seed)
+    tol = near_tie_threshold(top_value, engine.dtype) / (1.0 if sampling.greedy else sampling.temperature)
+    return {
         "diff_margin": margin,
         "diff_top2": [top1, top2],
         "near_tie": margin <= tol,

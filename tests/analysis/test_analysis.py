@@ -445,6 +445,35 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
     )
 
 
+def test_wall_clock_lists_each_contenders_divergences_with_their_verdicts(tmp_path):
+    from analysis import wall_clock
+
+    out = tmp_path / "fig"
+    record = json.loads(write_bench_record(out).read_text())
+
+    def mismatch(pid: str, margin: float, near_tie: bool | None) -> dict:
+        verdict = {} if near_tie is None else {"diff_margin": margin, "near_tie": near_tie}
+        return {"bench": "humaneval", "prompt_id": pid, "first_diff": 3, **verdict}
+
+    record["summary"]["identical_to_engine_ar"] = {
+        "engine:goose:auto": {
+            "identical": 97,
+            "prompts": 100,
+            "near_tie": 2,
+            "real": 1,
+            "mismatches": [mismatch("a", 0.125, True), mismatch("b", 0.0625, True), mismatch("c", 1.5, False)],
+        },
+        "hf:pld": {"identical": 99, "prompts": 100, "mismatches": [mismatch("a", 0, None)]},  # unclassified
+        "engine:ar across repeats": {"unstable_prompts": []},
+    }
+    write_record(out, "bench_bfloat16.json", record)
+    built = wall_clock.build(None, out)
+    table = (out / "wall_clock_bfloat16_identical_to_engine_ar.md").read_text()
+    assert "| engine:goose:auto | 97/100 | 2 | 1 | 0.125 |" in table
+    assert "| hf:pld | 99/100 |  |  |  |" in table
+    assert built.notes == ["bench_bfloat16.json: 1 REAL divergences from engine:ar"]
+
+
 def test_a_bench_resumed_on_other_machines_names_them_all(tmp_path):
     from analysis.wall_clock import machine
 
