@@ -146,7 +146,9 @@ def classify_record(path: Path, data_dir: str | None = None) -> dict[str, tuple[
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("record", type=Path, help="a bench record (figures/bench_<dtype>.json)")
-    ap.add_argument("--data-dir", default=None, help="the benchmarks' prompts, if not where the run read them")
+    ap.add_argument(
+        "--data-dir", default=None, help="the benchmarks' prompts, if not where the run read them"
+    )
     args = ap.parse_args(argv)
     if not args.record.is_file():
         ap.error(f"no bench record at {args.record}")

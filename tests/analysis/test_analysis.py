@@ -461,7 +461,11 @@ def test_wall_clock_lists_each_contenders_divergences_with_their_verdicts(tmp_pa
             "prompts": 100,
             "near_tie": 2,
             "real": 1,
-            "mismatches": [mismatch("a", 0.125, True), mismatch("b", 0.0625, True), mismatch("c", 1.5, False)],
+            "mismatches": [
+                mismatch("a", 0.125, True),
+                mismatch("b", 0.0625, True),
+                mismatch("c", 1.5, False),
+            ],
         },
         "hf:pld": {"identical": 99, "prompts": 100, "mismatches": [mismatch("a", 0, None)]},  # unclassified
         "engine:ar across repeats": {"unstable_prompts": []},

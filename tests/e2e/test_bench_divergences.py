@@ -63,7 +63,9 @@ def planted(tmp_path_factory, smollm2):
         pld = summary["identical_to_engine_ar"]["engine:pld"]
         assert pld["identical"] == pld["prompts"] == 1  # fp32: the real run equals AR
         pld["identical"] = 0
-        pld["mismatches"] = [{"bench": prompts[0].bench, "prompt_id": prompts[0].prompt_id, "first_diff": INJECTED_AT}]
+        pld["mismatches"] = [
+            {"bench": prompts[0].bench, "prompt_id": prompts[0].prompt_id, "first_diff": INJECTED_AT}
+        ]
         return summary
 
     mp = pytest.MonkeyPatch()
@@ -86,7 +88,9 @@ def test_the_bench_classifies_its_divergences_and_afterwards_agrees(planted):
     assert bench_divergences.main([str(out)]) == 1  # a real mismatch: a failing exit status
     again = json.loads(out.read_text())["summary"]
     (m2,) = again["identical_to_engine_ar"]["engine:pld"]["mismatches"]
-    assert m2["diff_top2"] == m["diff_top2"] and m2["diff_margin"] == pytest.approx(m["diff_margin"], abs=1e-5)
+    assert m2["diff_top2"] == m["diff_top2"] and m2["diff_margin"] == pytest.approx(
+        m["diff_margin"], abs=1e-5
+    )
     assert again["divergences_classified"]["ar_regenerated_prompts"] == 1
 
 
