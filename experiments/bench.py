@@ -494,7 +494,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     summary = summarise(names, prompts, runs)
     summary["hardware_floor"] = floor_report(engine, summary, prompts, args.max_new_tokens)
-    if mismatched_prompts(summary):  # every divergence gets its measured top-2 margin, after the timing
+    if sampling.greedy and mismatched_prompts(summary):  # each divergence's top-2 margin, after the timing
         at = {(p.bench, p.prompt_id): i for i, p in enumerate(prompts)}
 
         def verdict_at(bench: str, prompt_id: str, idx: int) -> dict[str, Any]:

@@ -2,12 +2,14 @@
 
 In fp32 every contender must equal engine AR token for token. In bf16 a wide (tree) forward rounds
 differently from a one-token step, so an output may leave AR's at a near-tie; anything else is a
-bug. The bench compares outputs in its first repeat (experiments/bench_summary.py); this module
-gives each of those mismatches the verdict `goose.harness.runner.divergence_verdict` gives a
+bug. The bench compares outputs in its first repeat (experiments/bench_summary.py); for a greedy
+run this module gives each of those mismatches the verdict `goose.harness.runner.divergence_verdict` gives a
 `run.py` cell: the top-2 margin of a teacher-forced forward over the prompt and AR's output up to
 the first differing token, against the near-tie threshold (2 ulps of the top logit in the model's
 dtype, at least 1e-4). Each contender's entry in `summary.identical_to_engine_ar` then counts
-`near_tie` and `real`, and each mismatch carries its margin.
+`near_tie` and `real`, and each mismatch carries its margin. Runs at temperature > 0 are not
+classified: transformers' samples and STAND's drafts follow other random streams than engine AR's,
+so their outputs differ by design.
 
 `make bench` classifies after its timed rounds, with engine AR's outputs still in memory. A record
 written before the bench did (or by a run whose classification should be checked again) is
@@ -93,6 +95,12 @@ def classify_record(path: Path, data_dir: str | None = None) -> dict[str, tuple[
 
     record = json.loads(path.read_text())
     args, summary = record["args"], record["summary"]
+    if float(args.get("temperature") or 0) > 0:
+        raise ValueError(
+            f"{path} sampled at temperature {args['temperature']}: only greedy records are classified "
+            "(transformers' samples and STAND's drafts follow other random streams, so their outputs "
+            "differ from engine AR's by design)"
+        )
     need = mismatched_prompts(summary)
     if not need:
         return classify(summary, lambda *_: {})

@@ -104,3 +104,12 @@ def test_a_record_whose_ar_output_cannot_be_regenerated_is_refused(planted, tmp_
     with pytest.raises(ValueError, match=f"engine AR regenerated {n} tokens, the run had {n + 1}"):
         bench_divergences.classify_record(broken)
     assert json.loads(broken.read_text()) == record  # nothing written
+
+
+def test_a_sampled_record_is_not_classified(tmp_path):
+    path = tmp_path / "bench_sampling.json"
+    path.write_text(
+        json.dumps({"args": {"temperature": 0.7}, "summary": summary_with({"hf:sample": [("p", 0)]})})
+    )
+    with pytest.raises(ValueError, match="sampled at temperature 0.7: only greedy records are classified"):
+        bench_divergences.classify_record(path)
