@@ -150,7 +150,7 @@ def build(res: Results, out: Path) -> Output:
                 "(top-2 margin at the first differing token against 2 ulps of the top logit: "
                 f"experiments/bench_divergences.py; blank: not classified): {protocol}",
             )
-            real = sum(int(r[3]) for r in identical if r[3].isdigit())
+            real = sum(e.get("real", 0) for e in data["summary"]["identical_to_engine_ar"].values())
             if real:
                 output.notes.append(f"{path.name}: {real} REAL divergences from engine:ar")
     return output

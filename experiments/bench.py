@@ -60,7 +60,7 @@ import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch, measuring_code_digest  # noqa: E402
-from experiments.bench_divergences import classify, mismatched_prompts  # noqa: E402
+from experiments.bench_divergences import classify_against_ar, mismatched_prompts  # noqa: E402
 from experiments.bench_summary import (  # noqa: E402
     REFERENCE,
     BenchPrompt,
@@ -86,7 +86,7 @@ from goose.harness.compose import (  # noqa: E402
     release_engines,
 )
 from goose.harness.models import LoadedModel  # noqa: E402
-from goose.harness.runner import divergence_verdict, environment  # noqa: E402
+from goose.harness.runner import environment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -495,15 +495,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary = summarise(names, prompts, runs)
     summary["hardware_floor"] = floor_report(engine, summary, prompts, args.max_new_tokens)
     if sampling.greedy and mismatched_prompts(summary):  # each divergence's top-2 margin, after the timing
-        at = {(p.bench, p.prompt_id): i for i, p in enumerate(prompts)}
-
-        def verdict_at(bench: str, prompt_id: str, idx: int) -> dict[str, Any]:
-            i = at[(bench, prompt_id)]
-            prefix = prompts[i].ids + runs[0][i][REFERENCE].output_ids[:idx]
-            return divergence_verdict(engine, prefix, sampling, derive_seed(args.seed, prompt_id))
-
-        classify(summary, verdict_at)
-        summary["divergences_classified"] = {"when": "in the run"}
+        ids = {(p.bench, p.prompt_id): p.ids for p in prompts}
+        ar_outputs = {
+            (p.bench, p.prompt_id): runs[0][i][REFERENCE].output_ids
+            for i, p in enumerate(prompts)
+            if runs[0][i].get(REFERENCE) is not None  # a failed prompt has no mismatch to classify
+        }
+        classify_against_ar(summary, engine, ids, ar_outputs, sampling, args.seed, {"when": "in the run"})
     header = (
         f"model={args.model} dtype={str(loaded.dtype).replace('torch.', '')} device={engine.device} "
         f"forward={engine.forward_name} "

@@ -28,15 +28,24 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from goose.engine.sampling import SamplingParams, derive_seed
+from goose.engine.verifier import VerificationEngine
+from goose.harness.run_state import write_text_atomically
+from goose.harness.runner import divergence_verdict, environment
+
+PromptKey = tuple[str, str]
+"""(bench, prompt id)."""
 VerdictAt = Callable[[str, str, int], dict[str, Any]]
 """(bench, prompt id, first differing index) -> divergence_verdict's fields."""
 
 
-def mismatched_prompts(summary: dict[str, Any]) -> set[tuple[str, str]]:
+def mismatched_prompts(summary: dict[str, Any]) -> set[PromptKey]:
     """(bench, prompt id) of every prompt on which some contender left engine AR's output."""
     return {
         (m["bench"], m["prompt_id"])
@@ -71,6 +80,30 @@ def classify(summary: dict[str, Any], verdict_at: VerdictAt) -> dict[str, tuple[
     return counts
 
 
+def classify_against_ar(
+    summary: dict[str, Any],
+    engine: VerificationEngine,
+    prompt_ids: Mapping[PromptKey, list[int]],
+    ar_outputs: Mapping[PromptKey, list[int]],
+    sampling: SamplingParams,
+    seed: int,
+    how: dict[str, Any],
+) -> dict[str, tuple[int, int]]:
+    """`classify` with each divergence's verdict taken after the prompt and engine AR's output up
+    to the first differing token (the run's own outputs in `make bench`, regenerated ones
+    afterwards), at the prompt's seed as the bench derives it; `how` goes into
+    `summary["divergences_classified"]`."""
+
+    def verdict_at(bench: str, prompt_id: str, idx: int) -> dict[str, Any]:
+        key = (bench, prompt_id)
+        prefix = prompt_ids[key] + ar_outputs[key][:idx]
+        return divergence_verdict(engine, prefix, sampling, derive_seed(seed, prompt_id))
+
+    counts = classify(summary, verdict_at)
+    summary["divergences_classified"] = how
+    return counts
+
+
 def real_mismatches(summary: dict[str, Any]) -> list[str]:
     """'contender bench/prompt@index' for every classified mismatch that is not a near-tie."""
     return [
@@ -86,12 +119,8 @@ def classify_record(path: Path, data_dir: str | None = None) -> dict[str, tuple[
     """Classify the mismatches of the bench record at `path` afterwards (see the module docstring)
     and write them into it. Raises ValueError when a regenerated engine AR output is not as long
     as the run's, since its verdicts would then be about another output."""
-    import torch  # here, not above: experiments.bench imports this module
-
+    # here, not above: experiments.bench imports this module
     from experiments.bench import engine_contender, load_prompts, method_factory, model_and_engine
-    from goose.engine.sampling import SamplingParams, derive_seed
-    from goose.harness.run_state import write_text_atomically
-    from goose.harness.runner import divergence_verdict, environment
 
     record = json.loads(path.read_text())
     args, summary = record["args"], record["summary"]
@@ -125,7 +154,7 @@ def classify_record(path: Path, data_dir: str | None = None) -> dict[str, tuple[
     }
     sampling = SamplingParams(args["temperature"], args["top_p"], args["top_k"])
     ar = engine_contender(engine, method_factory("ar")(), sampling)
-    outputs: dict[tuple[str, str], list[int]] = {}
+    outputs: dict[PromptKey, list[int]] = {}
     for key in sorted(need):
         seed = derive_seed(args["seed"], key[1])
         out = ar(prompts[key].ids, args["max_new_tokens"], seed).output_ids
@@ -136,17 +165,13 @@ def classify_record(path: Path, data_dir: str | None = None) -> dict[str, tuple[
             )
         outputs[key] = out
 
-    def verdict_at(bench: str, prompt_id: str, idx: int) -> dict[str, Any]:
-        key = (bench, prompt_id)
-        seed = derive_seed(args["seed"], prompt_id)
-        return divergence_verdict(engine, prompts[key].ids + outputs[key][:idx], sampling, seed)
-
-    counts = classify(summary, verdict_at)
-    summary["divergences_classified"] = {
+    how = {
         "when": "afterwards (experiments/bench_divergences.py)",
         "ar_regenerated_prompts": len(outputs),
         "environment": environment(),
     }
+    ids = {key: p.ids for key, p in prompts.items()}
+    counts = classify_against_ar(summary, engine, ids, outputs, sampling, args["seed"], how)
     write_text_atomically(path, json.dumps(record, indent=1, default=str))
     return counts
 
