@@ -7,7 +7,7 @@ Targets (SmolLM2-135M on a CPU with 2 threads unless the row says otherwise):
 
     one-token step <= 1.5x its floor   `forward_speed*.json` (experiments/forward_speed.py), each
                                        forward variant and dtype: t(1) over the bandwidth floor of
-                                       the same run (goose.engine.hardware_limit); and every bench
+                                       the same run (goose.engine.budget.hardware_limit); and every bench
                                        record's engine AR in decoding: its mean verification
                                        forward per step over the floor at the run's mean KV length
                                        (one figure per run, no spread)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from baselines.isotropic import AdjacencyDrafter, prev_of_anchor
-from goose.engine.tree import BRANCH, DraftTree
+from goose.engine.core.tree import BRANCH, DraftTree
 from goose.validation import check_hyperparameters
 
 

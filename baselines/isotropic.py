@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.tree import BRANCH, SPINE, DraftTree
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.method.compat import HARNESS, CompatRules, check_compat, rules_for
 from goose.method.config import GooseConfig
 from goose.sources.adjacency import AdjacencyTable

@@ -22,7 +22,7 @@ Candidate pool (Goose's, SPEC "Goose" steps 1, 3, 5, 6):
     (skipping the next spine token), and under every branch node shallower than D.
 
 Node value. v(node) = Π over the path anchor -> node of r(source, depth, rank), r = P(node
-accepted | parent accepted), learnt online by `goose.engine.auto_budget.AcceptanceModel`, the
+accepted | parent accepted), learnt online by `goose.engine.budget.auto_budget.AcceptanceModel`, the
 learner budget=auto uses: Beta-smoothed counts per (source, depth capped at 16, sibling rank
 capped at 8), updated from every verified tree (a node whose parent is on the accepted path was
 "reached"; it was accepted if it is on the path), halved past 256 reached nodes per cell. Counts
@@ -42,7 +42,7 @@ its parent is in the tree, so a child never outranks its parent even when they t
 O(B (K + log B)) (one adjacency lookup and a sort of <= K + 1 candidates per kept node, <= 2
 heap pushes per pop) and reads no history: the matcher and the table update incrementally and the
 rate table has a fixed size. The tree comes out in pop order, so every prefix of it is the best
-tree of that size: budget=auto (`goose.engine.auto_budget`), which keeps a prefix, cuts it
+tree of that size: budget=auto (`goose.engine.budget.auto_budget`), which keeps a prefix, cuts it
 correctly.
 
 Design decisions where the OPT-Tree paper is silent or does not apply (no draft model here):
@@ -79,9 +79,9 @@ from typing import Any
 import torch
 
 from baselines.isotropic import AdjacencyDrafter, prev_of_anchor
-from goose.engine.auto_budget import MAX_DEPTH_BUCKET, MAX_RANK_BUCKET, AcceptanceModel
-from goose.engine.drafter import VerifyOutcome
-from goose.engine.tree import BRANCH, ROOT, SPINE, DraftTree
+from goose.engine.budget.auto_budget import MAX_DEPTH_BUCKET, MAX_RANK_BUCKET, AcceptanceModel
+from goose.engine.core.drafter import VerifyOutcome
+from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.confidence import extension_limit, match_confidence
 from goose.method.tree_shape import count_tree_shape
 from goose.sources.context_matcher import ContextMatcher

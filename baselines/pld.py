@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from goose.engine.drafter import Drafter
-from goose.engine.tree import SPINE, DraftTree
+from goose.engine.core.drafter import Drafter
+from goose.engine.core.tree import SPINE, DraftTree
 from goose.sources.context_matcher import ContextMatcher
 from goose.validation import check_hyperparameters
 

@@ -36,8 +36,8 @@ from typing import Any
 import torch
 
 from baselines.token_recycling import TR_K, TokenRecyclingDrafter
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.tree import SPINE, DraftTree
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.tree import SPINE, DraftTree
 from goose.sources.suffix_automaton import SuffixAutomaton
 from goose.validation import check_bool, check_hyperparameters, check_int, check_str
 

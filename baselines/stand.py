@@ -31,7 +31,7 @@ at most `max_children` per node. With budget=auto the latency table sizes the tr
 expected tokens per second of the step, so the auto wrapper never cuts a sampled tree.
 
 Verification at T > 0 is multi-candidate recursive rejection sampling with the without-replacement
-correction (goose.engine.sampling.rejection_walk), with these q attached to the tree
+correction (goose.engine.core.sampling.rejection_walk), with these q attached to the tree
 (`DraftTree.proposals`). At T = 0 the drafter is deterministic (children in the order of the stored
 logits, q taken at temperature 1 only to score slots) and the engine's greedy verifier makes the
 output identical to AR.
@@ -47,9 +47,9 @@ from typing import Any
 
 import torch
 
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.sampling import derive_seed
-from goose.engine.tree import BRANCH, DraftTree
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.sampling import derive_seed
+from goose.engine.core.tree import BRANCH, DraftTree
 from goose.sources.run_long import RunLongTable
 from goose.validation import check_bool, check_hyperparameters, check_int
 

@@ -21,7 +21,7 @@ carried across prompts (`carries_run_state`), so that a resumed cell restores it
 Drafted tokens are labelled SPINE: like PLD's chain they are copies of earlier text matched on the
 context (the harness's "context-matched" source), so p_s of a suffix run is comparable with PLD's
 and Goose's spine. The tree lists its nodes best first (probabilities non-increasing, parents
-before children), so budget=auto's prefix cut (goose/engine/auto_budget.py) drops the least
+before children), so budget=auto's prefix cut (goose/engine/budget/auto_budget.py) drops the least
 probable nodes first.
 
 Where the paper and the reference are silent or differ, our choices (all in conf/method/suffix.yaml):
@@ -46,8 +46,8 @@ from typing import Any
 
 import torch
 
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.tree import ROOT, SPINE, DraftTree
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.tree import ROOT, SPINE, DraftTree
 from goose.sources.suffix_tree import SuffixDraft, SuffixTree
 from goose.validation import check_bool, check_choice, check_float, check_int, check_str
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.tree import BRANCH, DraftTree
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.tree import BRANCH, DraftTree
 from goose.sources.adjacency import AdjacencyTable
 from goose.sources.run_long import RunLongTable
 from goose.validation import check_bool, check_hyperparameters

@@ -2,10 +2,10 @@
 same prompts, on the same machine, in the same session.
 
 Contenders
-    engine:ar           the shared engine with a one-node tree per step (goose.engine.decode.generate)
+    engine:ar           the shared engine with a one-node tree per step (goose.engine.core.decode.generate)
     engine:<method>     any configured method (conf/method/<method>.yaml), at its configured budget
-    engine:<method>:auto   the same method wrapped by budget=auto (goose.engine.auto_budget), with the
-                        latency curve calibrated at start-up on this machine (goose.engine.cost_model)
+    engine:<method>:auto   the same method wrapped by budget=auto (goose.engine.budget.auto_budget), with the
+                        latency curve calibrated at start-up on this machine (goose.engine.budget.cost_model)
     hf:greedy           transformers `generate(do_sample=False)`
     hf:pld              transformers `generate(do_sample=False, prompt_lookup_num_tokens=10)`
 
@@ -68,13 +68,13 @@ from experiments.bench_summary import (  # noqa: E402
     print_summary,
     summarise,
 )
-from goose.engine.auto_budget import wrap_auto_budget  # noqa: E402
-from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
-from goose.engine.decode import generate  # noqa: E402
-from goose.engine.drafter import Drafter  # noqa: E402
-from goose.engine.hardware_limit import measure_floor  # noqa: E402
-from goose.engine.sampling import GREEDY, SamplingParams, derive_seed  # noqa: E402
-from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
+from goose.engine.budget.auto_budget import wrap_auto_budget  # noqa: E402
+from goose.engine.budget.cost_model import LatencyTable, calibrate  # noqa: E402
+from goose.engine.core.decode import generate  # noqa: E402
+from goose.engine.core.drafter import Drafter  # noqa: E402
+from goose.engine.budget.hardware_limit import measure_floor  # noqa: E402
+from goose.engine.core.sampling import GREEDY, SamplingParams, derive_seed  # noqa: E402
+from goose.engine.core.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.benchmarks import PAPER_BENCHMARKS  # noqa: E402
 from goose.harness.chat import encode_prompt  # noqa: E402
 from goose.harness.compose import (  # noqa: E402
@@ -192,7 +192,7 @@ def hf_contender(
 def engine_contender(
     engine: VerificationEngine, drafter: Drafter, sampling: SamplingParams = GREEDY
 ) -> Contender:
-    """goose.engine.decode.generate with one drafter object across prompts (as in a run)."""
+    """goose.engine.core.decode.generate with one drafter object across prompts (as in a run)."""
 
     def run(ids: list[int], max_new: int, seed: int = 0) -> Run:
         g = generate(engine, drafter, ids, max_new, sampling=sampling, seed=seed)
@@ -206,7 +206,7 @@ def engine_contender(
 def floor_report(
     engine: VerificationEngine, summary: dict[str, Any], prompts: list[BenchPrompt], max_new: int
 ) -> dict[str, Any]:
-    """Each engine contender's mean verification step against its floor (goose.engine.hardware_limit:
+    """Each engine contender's mean verification step against its floor (goose.engine.budget.hardware_limit:
     weight + KV bytes at the measured bandwidth, or FLOPs at the measured matmul throughput, for
     its mean tree size after the mean KV length of a step), so the figure means the same on any
     machine. Measured after the timed rounds."""
@@ -260,7 +260,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--compile",
         action="store_true",
         help="the engine's compile setting: the verification steps' lean forward through torch.compile "
-        "(goose/engine/compiled_forward.py; compiles for minutes at the warm-up)",
+        "(goose/engine/forward/compiled_forward.py; compiles for minutes at the warm-up)",
     )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(

@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from goose.engine.sampling import SamplingParams, derive_seed
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.sampling import SamplingParams, derive_seed
+from goose.engine.core.verifier import VerificationEngine
 from goose.harness.run_state import write_text_atomically
 from goose.harness.runner import divergence_verdict, environment
 

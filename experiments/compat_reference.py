@@ -45,9 +45,9 @@ if str(ROOT) not in sys.path:  # runnable as a plain script (python experiments/
 
 import torch  # noqa: E402
 
-from goose.engine.decode import generate  # noqa: E402
-from goose.engine.tree import SPINE  # noqa: E402
-from goose.engine.verifier import VerificationEngine, greedy_walk  # noqa: E402
+from goose.engine.core.decode import generate  # noqa: E402
+from goose.engine.core.tree import SPINE  # noqa: E402
+from goose.engine.core.verifier import VerificationEngine, greedy_walk  # noqa: E402
 from goose.harness.chat import encode_prompt  # noqa: E402
 from goose.harness.compose import benchmark_prompts, compose_config, drafter_factory  # noqa: E402
 from goose.harness.models import load_model  # noqa: E402

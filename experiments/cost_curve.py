@@ -1,11 +1,11 @@
 """The cost curve: verification latency against tree size on this machine, per dtype.
 
-Calibrates `goose.engine.cost_model` (median over repeats of one verification step, trees of
+Calibrates `goose.engine.budget.cost_model` (median over repeats of one verification step, trees of
 n = 1, 2, 4, ..., 128 nodes after a KV cache of --kv-len tokens) for each dtype and writes
 <out-dir>/<name>.png and .pdf (latency in ms, and relative to a one-token step), <name>.csv (one
 row per dtype and size, with every sample) and <name>.json (the latency tables and the
 environment; `LatencyTable.from_dict` reads each table back, e.g. for `bench.py --latency`).
-Each size is also reported as a multiple of its hardware floor (goose.engine.hardware_limit: the
+Each size is also reported as a multiple of its hardware floor (goose.engine.budget.hardware_limit: the
 larger of weight + KV bytes / measured bandwidth and FLOPs / measured matmul throughput), so the
 curve means the same on any machine.
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from experiments.bench import model_and_engine
-from goose.engine.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
-from goose.engine.hardware_limit import StepFloor, measure_floor
+from goose.engine.budget.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
+from goose.engine.budget.hardware_limit import StepFloor, measure_floor
 from goose.harness.runner import environment
 
 

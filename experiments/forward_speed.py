@@ -2,14 +2,14 @@
 the machine's hardware floor.
 
 For each dtype the model is loaded once and three engines share it: `transformers` (the model's
-own forward), `lean` (goose.engine.lean_forward with plain `F.linear`, the fallback) and
-`lean+prepack` (the same with weights reordered once for oneDNN, goose.engine.packed_linear; the
+own forward), `lean` (goose.engine.forward.lean_forward with plain `F.linear`, the fallback) and
+`lean+prepack` (the same with weights reordered once for oneDNN, goose.engine.forward.packed_linear; the
 default on a CPU); `--variants ...,lean+compile,lean+prepack+compile` adds the lean forward
-through torch.compile (`compile_forward`, goose.engine.compiled_forward; compiled for every size
+through torch.compile (`compile_forward`, goose.engine.forward.compiled_forward; compiled for every size
 at an untimed warm-up calibration). Rounds are interleaved (round r measures every variant once, the order of the
-variants alternating), each round is one `goose.engine.cost_model.calibrate` (median of
+variants alternating), each round is one `goose.engine.budget.cost_model.calibrate` (median of
 --repeats steps per size after a KV cache of --kv-len tokens); the table gives the median over
-rounds and the min-max spread, each step as a multiple of its floor (goose.engine.hardware_limit:
+rounds and the min-max spread, each step as a multiple of its floor (goose.engine.budget.hardware_limit:
 the larger of weight + KV bytes / measured bandwidth and FLOPs / measured matmul throughput) and
 t(n)/t(1). Writes <out-dir>/<name>.json and .md.
 
@@ -26,9 +26,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from goose.engine.cost_model import calibrate
-from goose.engine.hardware_limit import measure_floor
-from goose.engine.verifier import VerificationEngine
+from goose.engine.budget.cost_model import calibrate
+from goose.engine.budget.hardware_limit import measure_floor
+from goose.engine.core.verifier import VerificationEngine
 from goose.harness.compose import compose_config
 from goose.harness.models import load_model
 from goose.harness.runner import environment, warm_up
@@ -37,7 +37,7 @@ VARIANTS = {
     "transformers": {"lean": False},
     "lean": {"prepack": False},
     "lean+prepack": {"prepack": True},
-    # torch.compile (goose.engine.compiled_forward); not in the default set (minutes to compile)
+    # torch.compile (goose.engine.forward.compiled_forward); not in the default set (minutes to compile)
     "lean+compile": {"compile_forward": True, "prepack": False},
     "lean+prepack+compile": {"compile_forward": True},
 }

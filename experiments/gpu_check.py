@@ -16,11 +16,11 @@ the timing stage merges shape by shape, so `--shapes` can split it too):
               every method identical to AR, and AR identical to the eager fp32 AR).
   timing      per shape (conf/shape: Vicuna-7B, Llama-3-8B, Qwen3-8B with random weights, fp16):
               the verification cost curve t(n)/t(1) for n = 1..256 at KV lengths 512 and 2048
-              (goose.engine.cost_model.calibrate), prefill times, and the engine's AR tokens/s
+              (goose.engine.budget.cost_model.calibrate), prefill times, and the engine's AR tokens/s
               against `transformers` `generate` on the same model, interleaved repeats; what
               CUDA graphs would save per step at n = 1, 16, 64 (experiments.graph_probe); the
               engine with its steps replayed from CUDA graphs (`cuda_graphs`,
-              goose.engine.static_step): its cost curves and its AR in the same race, kept
+              goose.engine.forward.static_step): its cost curves and its AR in the same race, kept
               (`keep`) where its AR is > 5% faster than the eager engine's; with --compile also
               the engine with its lean forward through torch.compile.
   projection  analysis.projection: the per-step tree sizes of the shipped SmolLM2 rows replayed
@@ -75,11 +75,11 @@ from analysis.projection import (  # noqa: E402
 )
 from experiments import graph_probe  # noqa: E402
 from experiments.graph_probe import spread  # noqa: E402
-from goose.engine.cost_model import LatencyTable, calibrate  # noqa: E402
-from goose.engine.decode import generate  # noqa: E402
-from goose.engine.drafter import ARDrafter  # noqa: E402
-from goose.engine.static_step import StaticStep  # noqa: E402
-from goose.engine.verifier import VerificationEngine, sync_clock  # noqa: E402
+from goose.engine.budget.cost_model import LatencyTable, calibrate  # noqa: E402
+from goose.engine.core.decode import generate  # noqa: E402
+from goose.engine.core.drafter import ARDrafter  # noqa: E402
+from goose.engine.forward.static_step import StaticStep  # noqa: E402
+from goose.engine.core.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.models import parse_dtype  # noqa: E402
 from goose.harness.random_models import load_shape, random_model  # noqa: E402
 from goose.harness.run_state import write_text_atomically  # noqa: E402
@@ -474,7 +474,7 @@ def time_graphed(
     model: Any, context: int, profile: Profile
 ) -> tuple[dict[str, Any], VerificationEngine | None]:
     """The engine with its steps replayed from CUDA graphs (`cuda_graphs=True`,
-    goose.engine.static_step): its cost curve at every KV length (tree sizes up to the largest
+    goose.engine.forward.static_step): its cost curve at every KV length (tree sizes up to the largest
     bucket; a size between two buckets pays for the larger one, as the graphed engine does) and
     the engine itself for the AR race. Without CUDA the same padded static steps run eagerly
     (nothing to capture), which keeps the code path working; `graphs: false` says so."""

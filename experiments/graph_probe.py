@@ -11,7 +11,7 @@ bit for bit (same kernels, so they must).
 
 What it measures is the saving a graphed step could have (`helps`: > 5% of the eager step at
 n = 1), on the eager step's own shapes. The graphed engine (`cuda_graphs`,
-goose.engine.static_step) pays for static shapes: trees padded to a bucket, attention over a span
+goose.engine.forward.static_step) pays for static shapes: trees padded to a bucket, attention over a span
 of up to 511 more cache rows; `make gpu-check` times it beside the eager engine, so the two
 figures together say what the padding costs and what the launches cost.
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from goose.engine.cost_model import calibration_tree
-from goose.engine.verifier import VerificationEngine, sync_clock
+from goose.engine.budget.cost_model import calibration_tree
+from goose.engine.core.verifier import VerificationEngine, sync_clock
 
 HELPS = 0.05  # a graph "helps" where it saves more than this fraction of the eager one-node step
 

@@ -44,7 +44,7 @@ def model_spec(name: str) -> dict:
 @pytest.fixture(scope="session")
 def smollm2():
     """(LoadedModel, VerificationEngine) for the real SmolLM2-135M-Instruct, fp32, CPU."""
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.verifier import VerificationEngine
     from goose.harness.models import load_model
 
     loaded = load_model(**model_spec("smollm2-135m"))

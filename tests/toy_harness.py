@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.verifier import VerificationEngine
 from goose.harness.benchmarks import Prompt
 from goose.harness.runner import Cell
 from tests.tiny_models import VOCAB, tiny_model

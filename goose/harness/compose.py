@@ -23,8 +23,8 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from goose.engine.drafter import Drafter
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.drafter import Drafter
+from goose.engine.core.verifier import VerificationEngine
 from goose.harness.benchmarks import (
     BenchmarkError,
     BenchmarkSpec,
@@ -134,7 +134,7 @@ def engine_lean(cfg: DictConfig) -> bool | None:
 
 
 def engine_prepack(cfg: DictConfig) -> bool | None:
-    """The engine's `prepack` setting (goose.engine.packed_linear): `prepack: auto` -> None."""
+    """The engine's `prepack` setting (goose.engine.forward.packed_linear): `prepack: auto` -> None."""
     value = cfg.get("prepack", "auto")
     return None if value == "auto" else bool(value)
 

@@ -158,7 +158,7 @@ def _check_top_p(name: str, value: Any) -> float:
 @dataclass
 class SamplingSchema:
     """``sampling``: temperature 0 is greedy decoding (every method identical to AR, token for
-    token); > 0 is lossless speculative sampling (goose.engine.sampling). Each prompt runs
+    token); > 0 is lossless speculative sampling (goose.engine.core.sampling). Each prompt runs
     num_samples times, sample i with the seed derived from (seed, i)."""
 
     temperature: float = _checked(0.0, partial(check_float, low=0.0, why="0 = greedy decoding"))

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from goose.engine.sampling import SamplingParams
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.sampling import SamplingParams
+from goose.engine.core.verifier import VerificationEngine
 from goose.harness.compose import (  # UserError: re-exported for callers of run_job
     UserError,  # noqa: F401
     benchmark_prompts,
@@ -34,8 +34,8 @@ def _auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
     """budget=auto: the engine's cost curve from `budget_profile` (a saved table, so that two runs
     on one machine draft the same trees) or calibrated now (once per process); every drafter is
     wrapped. Returns (factory, the table as recorded in each row)."""
-    from goose.engine.auto_budget import auto_budget_factory
-    from goose.engine.cost_model import LatencyTable, engine_latency
+    from goose.engine.budget.auto_budget import auto_budget_factory
+    from goose.engine.budget.cost_model import LatencyTable, engine_latency
 
     if profile:
         dtype = str(engine.dtype).replace("torch.", "")

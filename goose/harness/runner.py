@@ -8,7 +8,7 @@ same session sit beside the method's. Cells already in the results are skipped (
 Sampling (temperature > 0, `SamplingPlan`): each prompt runs `num_samples` times, sample i with
 the seed derive_seed(sampling.seed, i) (rows carry `sample_idx` and `sample_seed`); its AR
 reference is AR sampling with the same settings and seed. With deterministic drafts the engine's
-output then equals AR's token for token (goose.engine.sampling), which the row's `lossless`
+output then equals AR's token for token (goose.engine.core.sampling), which the row's `lossless`
 checks; a drafter that samples its drafts (STAND) is exact in distribution only, so its rows get
 `lossless` None and `lossless_check` "distribution" (the distribution tests cover it).
 
@@ -40,12 +40,12 @@ import torch
 from filelock import FileLock
 from tqdm import tqdm
 
-from goose.engine.decode import Generation, generate
-from goose.engine.drafter import ARDrafter, Drafter
-from goose.engine.packed_linear import native_bf16
-from goose.engine.sampling import GREEDY, SamplingParams, derive_seed
-from goose.engine.tree import DraftTree
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.decode import Generation, generate
+from goose.engine.core.drafter import ARDrafter, Drafter
+from goose.engine.forward.packed_linear import native_bf16
+from goose.engine.core.sampling import GREEDY, SamplingParams, derive_seed
+from goose.engine.core.tree import DraftTree
+from goose.engine.core.verifier import VerificationEngine
 from goose.harness.chat import encode_prompt
 from goose.harness.run_state import RunStateStore
 from goose.records.results import append_lock, append_row, cell_key, config_hash, read_appended
@@ -86,7 +86,7 @@ def environment() -> dict[str, Any]:
             "cpu": cpu_model(),
             "cpu_count": os.cpu_count(),
             # the widest vector ISA torch dispatches to, and whether oneDNN has bf16 kernels here
-            # (without them bf16 products run as fp32, goose.engine.packed_linear)
+            # (without them bf16 products run as fp32, goose.engine.forward.packed_linear)
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "onednn_bf16": native_bf16(),
             "torch_threads": torch.get_num_threads(),

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.tree import BRANCH, SPINE, DraftTree
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.method.compat import CompatRules, rules_for
 from goose.method.confidence import SpineAcceptanceEMA, spine_ratio
 from goose.method.config import GooseConfig

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
-from goose.engine.tree import BRANCH, SPINE, DraftTree
+from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.method.compat import HARNESS, CompatRules
 from goose.method.confidence import safe_floor, spine_length
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from goose.engine.drafter import Drafter
-from goose.engine.tree import BRANCH, ROOT, SPINE, DraftTree
+from goose.engine.core.drafter import Drafter
+from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 
 
 @dataclass(frozen=True)

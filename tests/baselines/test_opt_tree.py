@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from baselines.opt_tree import Candidate, OptTreeDrafter, select_best_first
-from goose.engine.auto_budget import AcceptanceModel, AutoBudgetDrafter, prefix_tree
-from goose.engine.cost_model import LatencyTable
-from goose.engine.drafter import VerifyOutcome
-from goose.engine.tree import BRANCH, ROOT, SPINE, DraftTree
+from goose.engine.budget.auto_budget import AcceptanceModel, AutoBudgetDrafter, prefix_tree
+from goose.engine.budget.cost_model import LatencyTable
+from goose.engine.core.drafter import VerifyOutcome
+from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from tests.conftest import method_config
 
 V = 64
@@ -293,9 +293,9 @@ def test_bad_hyperparameters_name_field_value_and_range(field, value, allowed):
 # ------------------------------------------------------------------ end to end on tiny models
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_generation_is_lossless_on_tiny_models(arch):
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
     from tests.tiny_models import tiny_model
 
     model = tiny_model(arch, seed=3)
@@ -312,9 +312,9 @@ def test_generation_is_lossless_on_tiny_models(arch):
 
 
 def test_generation_under_budget_auto_is_lossless():
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("qwen3", seed=4)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from baselines.pld import PromptLookupDrafter
-from goose.engine.tree import ROOT, SPINE
+from goose.engine.core.tree import ROOT, SPINE
 
 
 def propose(committed: list[int], **kw):

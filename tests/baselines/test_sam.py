@@ -9,8 +9,8 @@ import torch
 
 from baselines.sam import SamDrafter
 from baselines.token_recycling import TokenRecyclingDrafter
-from goose.engine.drafter import VerifyOutcome
-from goose.engine.tree import BRANCH, ROOT, SPINE, DraftTree
+from goose.engine.core.drafter import VerifyOutcome
+from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from tests.conftest import method_config
 
 VOCAB = 64
@@ -165,9 +165,9 @@ def test_bad_hyperparameter_from_the_command_line_fails_before_loading():
 # ---------------------------------------------------------------- end to end on tiny models
 @pytest.mark.parametrize(("arch", "threshold"), [("llama", 5), ("llama", 2), ("qwen3", 5), ("gemma3", 3)])
 def test_generation_is_lossless_on_tiny_model(arch: str, threshold: int):
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
     from tests.tiny_models import tiny_model
 
     model = tiny_model(arch, seed=3)

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from baselines.stand import NgramDistributionTable, StandDrafter, proposal
-from goose.engine.decode import generate
-from goose.engine.drafter import ARDrafter
-from goose.engine.sampling import SamplingParams
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter
+from goose.engine.core.sampling import SamplingParams
+from goose.engine.core.verifier import VerificationEngine
 from tests.tiny_models import tiny_model
 from tests.toy_harness import one_thread  # noqa: F401
 
@@ -91,8 +91,8 @@ def test_greedy_stand_is_identical_to_ar(engine):
 
 
 def test_budget_auto_lets_stand_size_its_own_tree():
-    from goose.engine.auto_budget import AutoBudgetDrafter
-    from goose.engine.cost_model import LatencyTable
+    from goose.engine.budget.auto_budget import AutoBudgetDrafter
+    from goose.engine.budget.cost_model import LatencyTable
 
     flat = LatencyTable([1, 64], [0.01, 0.01])  # free nodes: grow to B
     steep = LatencyTable([1, 2, 64], [0.01, 1.0, 32.0])  # a second node costs 100x: stay AR

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from baselines.suffix import SuffixDecodingDrafter
-from goose.engine.drafter import VerifyOutcome
-from goose.engine.tree import ROOT, SPINE, DraftTree
+from goose.engine.core.drafter import VerifyOutcome
+from goose.engine.core.tree import ROOT, SPINE, DraftTree
 from tests.conftest import method_config
 
 LOGITS = torch.zeros(1, 8)
@@ -166,9 +166,9 @@ def test_method_configs_instantiate(name: str, global_cache: bool):
     ids=["tree", "chain", "global", "wide"],
 )
 def test_generation_is_lossless_on_tiny_model(kwargs: dict):
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=3)
@@ -187,11 +187,11 @@ def test_generation_is_lossless_on_tiny_model(kwargs: dict):
 def test_budget_auto_cuts_the_best_first_tree_losslessly():
     """budget=auto verifies a prefix of the tree: the drafter's best-first order makes every prefix
     a valid tree of its most probable nodes, and the drafter learns only from committed tokens."""
-    from goose.engine.auto_budget import AutoBudgetDrafter
-    from goose.engine.cost_model import LatencyTable
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.budget.auto_budget import AutoBudgetDrafter
+    from goose.engine.budget.cost_model import LatencyTable
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=3)

@@ -18,8 +18,8 @@ from baselines.token_recycling import (
     design_template,
     fill_template,
 )
-from goose.engine.drafter import VerifyOutcome
-from goose.engine.tree import BRANCH, ROOT, DraftTree
+from goose.engine.core.drafter import VerifyOutcome
+from goose.engine.core.tree import BRANCH, ROOT, DraftTree
 from goose.sources.adjacency import AdjacencyTable
 from tests.conftest import method_config
 
@@ -332,9 +332,9 @@ def test_method_configs_instantiate(name: str, cls: type, expected: dict) -> Non
     ids=["tr", "iso3", "iso5", "eagle2"],
 )
 def test_drafter_generation_is_lossless_on_tiny_model(make) -> None:
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=3)

@@ -9,7 +9,7 @@ import pytest
 
 from experiments import bench
 from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch, measuring_code_digest
-from goose.engine.cost_model import LatencyTable
+from goose.engine.budget.cost_model import LatencyTable
 
 VERSIONS = {"torch": "2.13.0", "transformers": "4.0"}
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from experiments.compat_reference import REFERENCE, make_drafter, read_reference, reference_prompts
-from goose.engine.decode import generate
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.decode import generate
+from goose.engine.core.verifier import VerificationEngine
 
 pytestmark = pytest.mark.skipif(not REFERENCE.exists(), reason=f"{REFERENCE} not present")
 

@@ -13,9 +13,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from goose.engine.decode import generate
-from goose.engine.drafter import ARDrafter
-from goose.engine.sampling import SamplingParams
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter
+from goose.engine.core.sampling import SamplingParams
 from tests.conftest import ROOT, bench_prompts
 
 TREE_METHODS = ("tr", "iso3", "iso5", "eagle2", "goose")

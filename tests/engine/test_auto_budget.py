@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from baselines.pld import PromptLookupDrafter
-from goose.engine.auto_budget import AcceptanceModel, AutoBudgetDrafter, prefix_tree, wrap_auto_budget
-from goose.engine.cost_model import LatencyTable
-from goose.engine.decode import generate
-from goose.engine.drafter import ARDrafter, Drafter, VerifyOutcome
-from goose.engine.tree import BRANCH, SPINE, DraftTree
-from goose.engine.verifier import VerificationEngine
+from goose.engine.budget.auto_budget import AcceptanceModel, AutoBudgetDrafter, prefix_tree, wrap_auto_budget
+from goose.engine.budget.cost_model import LatencyTable
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter, Drafter, VerifyOutcome
+from goose.engine.core.tree import BRANCH, SPINE, DraftTree
+from goose.engine.core.verifier import VerificationEngine
 from goose.method.drafter import GooseDrafter
 from tests.tiny_models import tiny_model
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from goose.engine.cost_model import LatencyTable, calibrate, calibration_tree, engine_latency, monotone
-from goose.engine.tree import SPINE
-from goose.engine.verifier import VerificationEngine
+from goose.engine.budget.cost_model import LatencyTable, calibrate, calibration_tree, engine_latency, monotone
+from goose.engine.core.tree import SPINE
+from goose.engine.core.verifier import VerificationEngine
 from tests.tiny_models import VOCAB, tiny_model
 
 

@@ -18,10 +18,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from goose.engine.decode import generate
-from goose.engine.drafter import ARDrafter
-from goose.engine.tree import DraftTree
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter
+from goose.engine.core.tree import DraftTree
+from goose.engine.core.verifier import VerificationEngine
 from tests.engine.test_engine import random_tree
 from tests.tiny_models import VOCAB, tiny_model
 

@@ -18,8 +18,8 @@ import random
 import pytest
 import torch
 
-from goose.engine.tree import DraftTree
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.tree import DraftTree
+from goose.engine.core.verifier import VerificationEngine
 from tests.engine.test_engine import path_tokens, random_tree
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 
@@ -74,7 +74,7 @@ def test_tree_logits_equal_sequential_within_the_dtype_tolerance(arch, dtype, te
 def test_one_node_steps_equal_sequential_within_the_dtype_tolerance(arch, dtype, test_device):
     """AR's step (a one-node tree, the engine's fast path) over 8 tokens, each against a plain
     forward of the whole sequence. In bf16/fp16 on a CPU its GQA query heads attend as rows of
-    their KV head (goose.engine.lean_forward.attend): a wrong grouping of heads breaks the
+    their KV head (goose.engine.forward.lean_forward.attend): a wrong grouping of heads breaks the
     tolerance (test_half_precision_one_query_attention_groups_heads_by_kv_head)."""
     torch_dtype = DTYPES[dtype]
     model, engine, prefix, _ = tree_setup(arch, torch_dtype, test_device)
@@ -92,8 +92,8 @@ def test_half_precision_one_query_attention_groups_heads_by_kv_head(dtype, test_
     """`attend` for one query (n = 1, no mask) with 8 query heads over 2 KV heads equals sdpa's own
     GQA (query head i reads KV head i // 4) within the dtype's tolerance; the same rows grouped
     the other way (query head i reading KV head i % 2) do not, so the check can fail."""
-    from goose.engine.kv_cache import TreeKVCache
-    from goose.engine.lean_forward import attend
+    from goose.engine.core.kv_cache import TreeKVCache
+    from goose.engine.forward.lean_forward import attend
 
     torch_dtype = DTYPES[dtype]
     gen = torch.Generator().manual_seed(0)
@@ -177,16 +177,16 @@ def test_a_step_captured_in_a_cuda_graph_replays_the_eager_logits(arch, dtype, t
 def test_steps_replayed_from_cuda_graphs_give_the_sequential_logits_and_decode_as_ar(
     arch, dtype, test_device
 ):
-    """`cuda_graphs=True` (goose.engine.static_step): a padded tree step replayed from its graph
+    """`cuda_graphs=True` (goose.engine.forward.static_step): a padded tree step replayed from its graph
     gives every node the sequential logits within the dtype's tolerance; AR decoding through
     graphs (one capture, many replays) equals the eager engine's, token for token in fp32."""
     if torch.device(test_device).type != "cuda":
         pytest.skip(
             "CUDA graphs need a CUDA device (tests/engine/test_static_step.py runs the same steps eagerly)"
         )
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.static_step import BUCKETS
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.forward.static_step import BUCKETS
 
     torch_dtype = DTYPES[dtype]
     model, eager, prefix, tree = tree_setup(arch, torch_dtype, test_device)

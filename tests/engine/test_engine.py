@@ -9,11 +9,11 @@ import random
 import pytest
 import torch
 
-from goose.engine.decode import generate
-from goose.engine.drafter import ARDrafter
-from goose.engine.packed_linear import prepack_unavailable
-from goose.engine.tree import BRANCH, SPINE, DraftTree, ancestor_matrix, tree_attention_inputs
-from goose.engine.verifier import NonFiniteLogitsError, VerificationEngine, cut_at_stop, greedy_walk
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter
+from goose.engine.forward.packed_linear import prepack_unavailable
+from goose.engine.core.tree import BRANCH, SPINE, DraftTree, ancestor_matrix, tree_attention_inputs
+from goose.engine.core.verifier import NonFiniteLogitsError, VerificationEngine, cut_at_stop, greedy_walk
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 
 
@@ -341,8 +341,8 @@ def test_prefill_last_row_only_for_drafters_that_do_not_harvest():
 
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3"])
 def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
-    from goose.engine.lean_forward import LeanDecoder
-    from goose.engine.lean_gemma3 import LeanGemma3Decoder
+    from goose.engine.forward.lean_forward import LeanDecoder
+    from goose.engine.forward.lean_gemma3 import LeanGemma3Decoder
 
     model = tiny_model(arch, seed=5)
     prompt = list(range(7, 27))

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from baselines.eagle2 import Eagle2Drafter
 from baselines.isotropic import IsotropicDrafter
 from baselines.token_recycling import TR_LEVEL_SIZES, TR_TEMPLATE, fill_template
-from goose.engine.decode import generate
-from goose.engine.tree import BRANCH, ROOT, SPINE, DraftTree
-from goose.engine.verifier import VerificationEngine, greedy_walk
+from goose.engine.core.decode import generate
+from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
+from goose.engine.core.verifier import VerificationEngine, greedy_walk
 from goose.method.confidence import spine_length
 from goose.method.spine_tree import branch_shares, build_spine_tree, harmonic_split
 from goose.sources.adjacency import AdjacencyTable

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from goose.engine.hardware_limit import StepFloor, matmul_parameters, measure_bandwidth, weight_bytes
+from goose.engine.budget.hardware_limit import StepFloor, matmul_parameters, measure_bandwidth, weight_bytes
 from tests.tiny_models import tiny_model
 
 # tests/tiny_models.COMMON: vocab 96, hidden 32, intermediate 64, 2 layers, 4 heads of 8, 2 KV heads

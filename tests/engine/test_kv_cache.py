@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from goose.engine.kv_cache import TreeKVCache
+from goose.engine.core.kv_cache import TreeKVCache
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 
 

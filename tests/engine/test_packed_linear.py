@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from goose.engine.decode import generate
-from goose.engine.drafter import ARDrafter
-from goose.engine.packed_linear import (
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter
+from goose.engine.forward.packed_linear import (
     EMULATED_BF16_MAX_ROWS,
     PackedLinear,
     PlainLinear,
@@ -17,7 +17,7 @@ from goose.engine.packed_linear import (
     native_bf16,
     prepack_unavailable,
 )
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.verifier import VerificationEngine
 from tests.tiny_models import tiny_model
 
 AVAILABLE = prepack_unavailable(torch.zeros(2, 2)) is None
@@ -89,7 +89,7 @@ def test_bf16_engine_with_fp32_compute_decodes_like_the_plain_lean_forward(arch,
     """A bf16 tiny model whose packed weights run as fp32 (as on an AVX2 CPU): every projection
     and the LM head take that path, AR decodes what the plain lean forward decodes, and the
     16-row prefill (fp32 products) gives its logits within bf16 rounding."""
-    import goose.engine.packed_linear as pl
+    import goose.engine.forward.packed_linear as pl
 
     monkeypatch.setattr(pl, "native_bf16", lambda: False)
     model = tiny_model(arch, seed=5, dtype=torch.bfloat16)

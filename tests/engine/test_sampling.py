@@ -10,9 +10,9 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-import goose.engine.sampling as sampling_module
+import goose.engine.core.sampling as sampling_module
 from baselines.stand import gumbel_order
-from goose.engine.sampling import (
+from goose.engine.core.sampling import (
     RejectionInputs,
     SamplingParams,
     TargetNoise,

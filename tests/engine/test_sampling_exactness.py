@@ -19,12 +19,12 @@ import torch
 from hydra.utils import instantiate
 from scipy.stats import chi2
 
-import goose.engine.verifier as verifier_module
-from goose.engine.decode import generate
-from goose.engine.drafter import ARDrafter
-from goose.engine.sampling import SamplingParams, warp_scores
-from goose.engine.tree import BRANCH, DraftTree
-from goose.engine.verifier import VerificationEngine
+import goose.engine.core.verifier as verifier_module
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter
+from goose.engine.core.sampling import SamplingParams, warp_scores
+from goose.engine.core.tree import BRANCH, DraftTree
+from goose.engine.core.verifier import VerificationEngine
 from tests.conftest import method_config
 from tests.tiny_models import tiny_model
 from tests.toy_harness import one_thread  # noqa: F401  (fixture: one intra-op thread)
@@ -143,7 +143,7 @@ def test_argmax_matching_verifier_is_rejected(engine, monkeypatch):
 
 def test_mean_accepted_length_of_a_fixed_tree_is_the_sum_of_path_probabilities(engine):
     """E[accepted nodes] = Σ_v p(path(v)) for a fixed tree under sample-and-match (module
-    goose.engine.sampling), within 4 standard errors over 2000 seeds."""
+    goose.engine.core.sampling), within 4 standard errors over 2000 seeds."""
     params = SamplingParams(temperature=0.8)
     model = engine.model
 

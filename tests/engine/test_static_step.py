@@ -1,4 +1,4 @@
-"""The static steps that CUDA graphs replay (goose.engine.static_step), run eagerly on the CPU
+"""The static steps that CUDA graphs replay (goose.engine.forward.static_step), run eagerly on the CPU
 (`capture=False`): trees padded to a bucket, attention over a fixed span of cache rows with a mask,
 keys and values written at device-held row indices. They must give every node the logits of
 sequential decoding, leave the cache as the eager engine does, and decode exactly as AR in fp32,
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from goose.engine.decode import generate
-from goose.engine.drafter import ARDrafter, Drafter
-from goose.engine.static_step import BUCKETS, MIN_ROWS, SPAN, StaticStep
-from goose.engine.tree import BRANCH, DraftTree
-from goose.engine.verifier import NonFiniteLogitsError, VerificationEngine
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter, Drafter
+from goose.engine.forward.static_step import BUCKETS, MIN_ROWS, SPAN, StaticStep
+from goose.engine.core.tree import BRANCH, DraftTree
+from goose.engine.core.verifier import NonFiniteLogitsError, VerificationEngine
 from tests.engine.test_engine import greedy_continuation, path_tokens, random_tree, sequential_logits
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
 from baselines.pld import PromptLookupDrafter
-from goose.engine.drafter import ARDrafter
+from goose.engine.core.drafter import ARDrafter
 from goose.harness.benchmarks import BenchmarkError, bench_spec
 from goose.harness.chat import chat_text, decide_chat_template, encode_prompt
 from goose.harness.compose import compose_config

@@ -109,7 +109,7 @@ def test_budget_profile_makes_auto_runs_reproducible(tmp_path, run):
     forward calls and tree sizes), and every auto row records the table it used."""
     import json
 
-    from goose.engine.cost_model import LatencyTable
+    from goose.engine.budget.cost_model import LatencyTable
 
     profile = tmp_path / "profile.json"
     LatencyTable(sizes=[1, 2, 8, 32, 128], seconds=[0.02, 0.03, 0.032, 0.045, 0.12]).save(profile)

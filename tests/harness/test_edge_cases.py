@@ -21,10 +21,10 @@ from hydra.utils import instantiate
 from transformers import AutoModelForCausalLM
 
 from baselines.pld import PromptLookupDrafter
-from goose.engine.decode import generate
-from goose.engine.drafter import ARDrafter, Drafter
-from goose.engine.tree import BRANCH, DraftTree
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter, Drafter
+from goose.engine.core.tree import BRANCH, DraftTree
+from goose.engine.core.verifier import VerificationEngine
 from goose.harness.benchmarks import Prompt
 from goose.harness.runner import run_cell
 from tests.conftest import ROOT

@@ -14,7 +14,7 @@ import torch
 
 import goose.harness.runner as runner
 from baselines.pld import PromptLookupDrafter
-from goose.engine.drafter import ARDrafter
+from goose.engine.core.drafter import ARDrafter
 from goose.harness.job import print_summary
 from goose.harness.runner import run_cell
 from goose.method.drafter import GooseDrafter

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from goose.engine.verifier import VerificationEngine
+from goose.engine.core.verifier import VerificationEngine
 from goose.harness.random_models import load_shape, random_model, shape_names
 
 

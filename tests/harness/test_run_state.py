@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from baselines.token_recycling import TokenRecyclingDrafter
-from goose.engine.auto_budget import AutoBudgetDrafter
-from goose.engine.cost_model import LatencyTable
+from goose.engine.budget.auto_budget import AutoBudgetDrafter
+from goose.engine.budget.cost_model import LatencyTable
 from goose.harness.run_state import RunStateStore
 from goose.harness.runner import run_cell
 from goose.method.drafter import GooseDrafter

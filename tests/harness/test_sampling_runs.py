@@ -9,7 +9,7 @@ from pathlib import Path
 
 from baselines.pld import PromptLookupDrafter
 from baselines.stand import StandDrafter
-from goose.engine.sampling import SamplingParams
+from goose.engine.core.sampling import SamplingParams
 from goose.harness.runner import Cell, SamplingPlan, run_cell
 from goose.records.metrics import cell_summary
 from goose.records.results import read_rows

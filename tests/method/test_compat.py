@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from baselines.isotropic import IsotropicDrafter
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.tree import BRANCH, SPINE, DraftTree
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.harness.compose import UserError, compose_config, drafter_factory
 from goose.method.compat import AUTHORS, HARNESS, CompatRules, rules_for
 from goose.method.confidence import effective_budget, extension_limit, match_confidence, spine_length
@@ -298,9 +298,9 @@ class DeepChainFull(DeepChain):
 
 
 def test_decode_loop_verifies_the_full_tree_only_when_asked():
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=0)
@@ -314,9 +314,9 @@ def test_decode_loop_verifies_the_full_tree_only_when_asked():
 
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_authors_generation_equals_greedy_ar_on_a_tiny_model(arch):
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
     from tests.tiny_models import tiny_model
 
     model = tiny_model(arch, seed=0)

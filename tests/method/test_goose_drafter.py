@@ -10,8 +10,8 @@ import torch
 from hydra.utils import instantiate
 
 from baselines.iso_budget import IsotropicGooseBudgetDrafter
-from goose.engine.drafter import VerifyOutcome
-from goose.engine.tree import BRANCH, ROOT, SPINE, DraftTree
+from goose.engine.core.drafter import VerifyOutcome
+from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.config import GooseConfig
 from goose.method.drafter import GooseDrafter
 from tests.conftest import method_config
@@ -290,9 +290,9 @@ def test_iso_beff_budget_follows_confidence():
 
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_goose_generation_equals_greedy_ar_on_a_tiny_model(arch):
-    from goose.engine.decode import generate
-    from goose.engine.drafter import ARDrafter
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
     from tests.tiny_models import tiny_model
 
     model = tiny_model(arch, seed=0)

@@ -9,7 +9,7 @@ from itertools import pairwise
 
 import pytest
 
-from goose.engine.tree import BRANCH, ROOT, SPINE
+from goose.engine.core.tree import BRANCH, ROOT, SPINE
 from goose.method.spine_tree import branch_shares, build_spine_tree, harmonic_split
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.tree import BRANCH, SPINE, DraftTree
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.method.drafter import GooseDrafter
 from goose.method.tree_shape import TreeShape, count_tree_shape, tree_shape
 

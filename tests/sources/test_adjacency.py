@@ -209,8 +209,8 @@ def test_shape_errors() -> None:
 # ---------------------------------------------------------------- lifetime inside the drafters
 def test_token_recycling_table_persists_across_prompts() -> None:
     from baselines.token_recycling import TokenRecyclingDrafter
-    from goose.engine.drafter import VerifyOutcome
-    from goose.engine.tree import DraftTree
+    from goose.engine.core.drafter import VerifyOutcome
+    from goose.engine.core.tree import DraftTree
 
     drafter = TokenRecyclingDrafter()
     drafter.begin([1, 2], torch.zeros(2, 16))

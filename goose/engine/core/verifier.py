@@ -14,10 +14,10 @@ What a step costs besides the model's matmuls (the gpt-fast recipe, kept eager):
 - The forward: `LeanDecoder`, a few-line forward over the same weights for Llama-architecture
   models (Llama 2/3, Vicuna, SmolLM2) and Qwen3, and `LeanGemma3Decoder` for Gemma 3, with fused
   q/k/v and gate/up matmuls and, on a CPU, weights prepacked for oneDNN
-  (goose.engine.packed_linear); on a CPU the per-op overhead of the `transformers` forward is a
+  (goose.engine.forward.packed_linear); on a CPU the per-op overhead of the `transformers` forward is a
   large share of a small model's step. Other models, and any model with forward hooks, use the
   `transformers` forward with the same cache and masks.
-- KV cache: `goose.engine.kv_cache.TreeKVCache`, preallocated and reused across prompts; the forward
+- KV cache: `goose.engine.core.kv_cache.TreeKVCache`, preallocated and reused across prompts; the forward
   writes its rows in place, compaction is a pointer move for a contiguous accepted path (AR,
   chains, spine prefixes) and one gather + one copy over all layers otherwise.
 - Inputs: tokens, parents and depths go to the device as one [3, n] tensor; the ancestor matrix
@@ -30,7 +30,7 @@ What a step costs besides the model's matmuls (the gpt-fast recipe, kept eager):
   cache; a sliding-window model gets only its window row).
 - Prefill: the LM head runs over every prompt position only for drafters that harvest the
   prefill logits (`prefill(..., all_logits=False)` otherwise).
-Sampling (temperature > 0, goose.engine.sampling): the prefill draws the first token and each step
+Sampling (temperature > 0, goose.engine.core.sampling): the prefill draws the first token and each step
 verifies by sample-and-match (deterministic drafts: the output equals AR's with the same seed)
 or by recursive rejection sampling (trees that carry their proposals q, i.e. STAND), still with
 one host sync per step. Temperature 0 runs the greedy code path unchanged.
@@ -53,11 +53,11 @@ from typing import Any
 
 import torch
 
-from goose.engine.compiled_forward import compile_lean
-from goose.engine.drafter import VerifyOutcome
-from goose.engine.kv_cache import TreeKVCache
-from goose.engine.lean_forward import LeanDecoder, has_forward_hooks, lean_decoder, lean_unsupported
-from goose.engine.sampling import (
+from goose.engine.forward.compiled_forward import compile_lean
+from goose.engine.core.drafter import VerifyOutcome
+from goose.engine.core.kv_cache import TreeKVCache
+from goose.engine.forward.lean_forward import LeanDecoder, has_forward_hooks, lean_decoder, lean_unsupported
+from goose.engine.core.sampling import (
     GREEDY,
     SamplingParams,
     TargetNoise,
@@ -68,8 +68,8 @@ from goose.engine.sampling import (
     unpack_rejection,
     warp_scores,
 )
-from goose.engine.static_step import StaticStep
-from goose.engine.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
+from goose.engine.forward.static_step import StaticStep
+from goose.engine.core.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
 TREE_SLACK = 128
@@ -161,10 +161,10 @@ class VerificationEngine:
     ):
         """lean: use `LeanDecoder` for the forward passes (None = wherever the model supports it,
         True = require it, False = always the `transformers` forward). prepack: the lean
-        forward's weights reordered once for oneDNN (goose.engine.packed_linear; None = wherever
+        forward's weights reordered once for oneDNN (goose.engine.forward.packed_linear; None = wherever
         available, True = required, False = plain `F.linear`); ignored without the lean forward.
         compile_forward: the verification steps' lean forward through `torch.compile`
-        (goose.engine.compiled_forward: automatic dynamic shapes, a handful of graphs per run;
+        (goose.engine.forward.compiled_forward: automatic dynamic shapes, a handful of graphs per run;
         on a CPU with the weights frozen, the prepacked products kept, and a C++ wrapper, so no
         Python runs between kernels; fewer, fused kernels, so less launch overhead per step on a
         GPU); the prefill stays eager. Off by default (compiling takes minutes): `make
@@ -465,7 +465,7 @@ class VerificationEngine:
     @torch.inference_mode()
     def capture_graphs(self) -> None:
         """With `cuda_graphs`: capture every graph the current cache can replay, now, outside any
-        timing (goose.engine.static_step.StaticStep.capture_all; call it after a prefill, as
+        timing (goose.engine.forward.static_step.StaticStep.capture_all; call it after a prefill, as
         the runner's warm-up does). Without: nothing."""
         if self.static is not None:
             self.static.capture_all()
@@ -518,7 +518,7 @@ class VerificationEngine:
         )
 
     def _verify_sampled(self, tree: DraftTree, budget: int, t0: float) -> VerifyOutcome:
-        """`verify` at temperature > 0 (goose.engine.sampling): node i draws from its warped
+        """`verify` at temperature > 0 (goose.engine.core.sampling): node i draws from its warped
         distribution with the noise of the position it predicts (P + depth + 1); deterministic
         trees are verified by sample-and-match on the device, trees with proposals by recursive
         rejection sampling on the host. One host sync either way."""

@@ -1,6 +1,6 @@
 """The lean forward for Gemma 3 text models (Gemma-3-270M, ..., `Gemma3ForCausalLM`): the same
 weights as the `transformers` model, in a few lines of ops, with the prepacked projections of
-`goose.engine.lean_forward.LeanDecoder`.
+`goose.engine.forward.lean_forward.LeanDecoder`.
 
 What differs from the Llama recipe, following `transformers`' modeling_gemma3 op for op:
 - the embedding is scaled by sqrt(hidden) (the model's own `Gemma3TextScaledWordEmbedding`);
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from goose.engine.lean_forward import LeanDecoder, attend
+from goose.engine.forward.lean_forward import LeanDecoder, attend
 
 if TYPE_CHECKING:
-    from goose.engine.kv_cache import TreeKVCache
+    from goose.engine.core.kv_cache import TreeKVCache
 
 
 def _gemma_rms_norm(x: torch.Tensor, one_plus_w: torch.Tensor, eps: float) -> torch.Tensor:

@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from goose.engine.tree import BRANCH, SPINE, DraftTree
-from goose.engine.verifier import VerificationEngine, sync_clock
+from goose.engine.core.tree import BRANCH, SPINE, DraftTree
+from goose.engine.core.verifier import VerificationEngine, sync_clock
 
 DEFAULT_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 

@@ -2,7 +2,7 @@
 `compile: true`): the verification steps' forward as one graph of fused kernels instead of ~45
 eager ops per layer.
 
-Why (CPU). With the weights prepacked (goose.engine.packed_linear) the products of a one-token
+Why (CPU). With the weights prepacked (goose.engine.forward.packed_linear) the products of a one-token
 step of SmolLM2-135M read the weights near the bandwidth the oneDNN kernels reach, but the
 ~1350 other ops of the step (norms, RoPE, residual adds, the cache writes, each a Python call and
 a dispatch of a few microseconds) add ~8-11 ms to a ~40 ms fp32 step on a 2-core machine.
@@ -18,7 +18,7 @@ Shapes: automatic dynamic shapes. The one-node step (no mask) is one graph; the 
 the KV length become symbolic after their first change, so a run compiles a handful of graphs
 in all (three in an fp32 `python run.py compile=true`; more on a CPU without bf16 kernels in
 bf16, where products of 1-2 rows and of 3+ rows take different paths,
-goose.engine.packed_linear). The prefill stays eager. Compilation takes minutes at the first
+goose.engine.forward.packed_linear). The prefill stays eager. Compilation takes minutes at the first
 steps of a process (3-9 minutes measured on a 2-core Zen 3: 200 s in `experiments.forward_speed`,
 532 s in the start-up calibration of `experiments.bench --compile`); that is why it is off by
 default.
@@ -40,7 +40,7 @@ from collections.abc import Callable
 import torch
 import torch._inductor.config as inductor_config
 
-from goose.engine.lean_forward import LeanDecoder
+from goose.engine.forward.lean_forward import LeanDecoder
 
 # inductor settings of the compiled CPU forward (module docstring)
 CPU_OPTIONS = {"freezing": True, "cpp_wrapper": True}

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.sampling import GREEDY, SamplingParams
-from goose.engine.tree import DRAFT_SOURCES, SOURCE_NAMES, DraftTree
-from goose.engine.verifier import VerificationEngine, sync_clock
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.sampling import GREEDY, SamplingParams
+from goose.engine.core.tree import DRAFT_SOURCES, SOURCE_NAMES, DraftTree
+from goose.engine.core.verifier import VerificationEngine, sync_clock
 
 
 @dataclass
@@ -111,7 +111,7 @@ def generate(
 ) -> Generation:
     """Speculative generation of up to `max_new_tokens` tokens (stop at EOS, kept): greedy, or at
     `sampling.temperature` > 0 lossless speculative sampling with this sequence's `seed`
-    (goose.engine.sampling; with deterministic drafts the output equals AR's with the same seed).
+    (goose.engine.core.sampling; with deterministic drafts the output equals AR's with the same seed).
 
     on_step: called after every verification step with the verified tree, the engine's outcome
     and the step's record, outside the per-step phases but inside the prompt's wall time, so it

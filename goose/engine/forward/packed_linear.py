@@ -9,7 +9,7 @@ once (`torch.ops.mkldnn._reorder_linear_weight`, with no batch-size hint so that
 every M) and calling `torch.ops.mkldnn._linear_pointwise` on it reads the weight at ~35-40 GB/s for
 1 <= M <= 16 on the same machine (`python -m experiments.forward_speed` measures it). This is the
 weight prepacking that inductor's freezing pass does for CPU linears, used here without compiling
-(goose.engine.compiled_forward compiles the rest of the step around these same packed weights).
+(goose.engine.forward.compiled_forward compiles the rest of the step around these same packed weights).
 
 Numerics: a reordered fp32 product sums in another order than sgemm (~1e-6 relative); bf16
 products are bit-identical to `F.linear`'s (both are oneDNN). Every engine method, AR included,
@@ -71,7 +71,7 @@ class PackedLinear(torch.nn.Module):
     on inputs [..., in] (contiguous). `fp32_compute`: W is a bf16 weight packed as fp32 (module
     docstring); `weight` then keeps the bf16 original for the products of few rows. A module whose
     tensors are buffers, so that a compiled forward with inductor's freezing
-    (goose.engine.compiled_forward) takes them as constants and calls oneDNN on them directly."""
+    (goose.engine.forward.compiled_forward) takes them as constants and calls oneDNN on them directly."""
 
     def __init__(
         self,

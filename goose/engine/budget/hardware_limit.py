@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from goose.engine.packed_linear import PackedLinear, prepack_unavailable
+from goose.engine.forward.packed_linear import PackedLinear, prepack_unavailable
 
 
 def measure_bandwidth(device: torch.device | str = "cpu", gib: float = 1.0, repeats: int = 5) -> float:
@@ -50,7 +50,7 @@ def measure_matmul_flops(
 ) -> float:
     """FLOP/s of an [m, k] × [k, n] product in `dtype` (median over repeats): the faster of a plain
     matmul and, on a CPU with oneDNN, the prepacked product the lean forward uses
-    (goose.engine.packed_linear), so that no kernel of the engine beats its own floor."""
+    (goose.engine.forward.packed_linear), so that no kernel of the engine beats its own floor."""
     a = torch.randn(m, k, device=device).to(dtype)
     b = torch.randn(k, n, device=device).to(dtype)
     products = [lambda: a @ b]

@@ -33,7 +33,7 @@ class DraftTree:
                proposal q_i its children were drawn from *without replacement, in node order*, as
                (support tokens, probabilities), or None where its children are deterministic;
                sampling verification then runs recursive rejection sampling with these q
-               (goose.engine.sampling.rejection_walk). Greedy verification ignores them.
+               (goose.engine.core.sampling.rejection_walk). Greedy verification ignores them.
     """
 
     tokens: list[int]

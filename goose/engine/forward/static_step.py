@@ -59,8 +59,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from goose.engine.tree import TreeInputs
-    from goose.engine.verifier import VerificationEngine
+    from goose.engine.core.tree import TreeInputs
+    from goose.engine.core.verifier import VerificationEngine
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # padded tree sizes b, one graph per (b, span)
 SPAN = 512  # attention spans are multiples of this many cache rows
@@ -229,7 +229,7 @@ class StaticStep:
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, ancestors: torch.Tensor) -> torch.Tensor:
         """Logits [n, V] of the verification forward over n nodes after the cached prefix (inputs
-        as `goose.engine.tree.TreeInputs` holds them), through the (bucket, span) slot's graph; the
+        as `goose.engine.core.tree.TreeInputs` holds them), through the (bucket, span) slot's graph; the
         cache holds the n nodes' rows afterwards, as after the eager forward."""
         engine = self.engine
         p, n = engine.prefix_len, tokens.shape[0]

@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from goose.engine.sampling import GREEDY, SamplingParams
-from goose.engine.tree import DraftTree
+from goose.engine.core.sampling import GREEDY, SamplingParams
+from goose.engine.core.tree import DraftTree
 
 
 @dataclass

@@ -9,7 +9,7 @@ expected tokens per second of the step:
 
     b* = argmax_b  E[committed tokens | first b nodes] / latency(b)
 
-with latency(b) from `goose.engine.cost_model` (calibrated on this machine) and
+with latency(b) from `goose.engine.budget.cost_model` (calibrated on this machine) and
 
     E[committed | b] = 1 + sum_{i < b, i >= 1} q_i,   q_i = P(node i is accepted),
 
@@ -62,11 +62,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from goose.engine.cost_model import LatencyTable, engine_latency
-from goose.engine.drafter import Drafter, VerifyOutcome
-from goose.engine.sampling import SamplingParams
-from goose.engine.tree import SPINE, DraftTree
-from goose.engine.verifier import VerificationEngine
+from goose.engine.budget.cost_model import LatencyTable, engine_latency
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.sampling import SamplingParams
+from goose.engine.core.tree import SPINE, DraftTree
+from goose.engine.core.verifier import VerificationEngine
 
 MAX_DEPTH_BUCKET = 16
 MAX_RANK_BUCKET = 8
@@ -179,7 +179,7 @@ class AutoBudgetDrafter(Drafter):
     """Wraps a tree drafter; verifies the prefix of its tree that maximises expected tokens/s.
 
     inner           any Drafter (configured at its maximum budget)
-    latency         LatencyTable of this engine and machine (`goose.engine.cost_model`)
+    latency         LatencyTable of this engine and machine (`goose.engine.budget.cost_model`)
     min_nodes       smallest tree to verify (1 = AR allowed)
     max_nodes       optional cap on the verified tree
     prior_strength  pseudo-observations of the acceptance prior (see module docstring)

@@ -1,7 +1,7 @@
 """The lean forward pass for Llama-architecture models (Llama 2/3, Vicuna, SmolLM2) and Qwen3: the
 same weights as the `transformers` model, a few lines of ops (gpt-fast's recipe; eager, or compiled
-by goose.engine.compiled_forward with `compile=true`).
-`goose.engine.verifier.verifier.VerificationEngine` uses it wherever `LeanDecoder.unsupported` says it can.
+by goose.engine.forward.compiled_forward with `compile=true`).
+`goose.engine.core.verifier.verifier.VerificationEngine` uses it wherever `LeanDecoder.unsupported` says it can.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules import module as nn_module
 
-from goose.engine.packed_linear import PackedLinear, PlainLinear, make_linear, prepack_unavailable
+from goose.engine.forward.packed_linear import PackedLinear, PlainLinear, make_linear, prepack_unavailable
 
 if TYPE_CHECKING:
-    from goose.engine.kv_cache import TreeKVCache
+    from goose.engine.core.kv_cache import TreeKVCache
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -91,7 +91,7 @@ def attend(
 
 def lean_decoder(model: torch.nn.Module, prepack: bool | None = None) -> LeanDecoder:
     """The lean forward of `model`: `LeanDecoder` (Llama family, Qwen3) or `LeanGemma3Decoder`."""
-    from goose.engine.lean_gemma3 import LeanGemma3Decoder
+    from goose.engine.forward.lean_gemma3 import LeanGemma3Decoder
 
     cls = LeanGemma3Decoder if LeanGemma3Decoder.unsupported(model) is None else LeanDecoder
     return cls(model, prepack=prepack)
@@ -99,7 +99,7 @@ def lean_decoder(model: torch.nn.Module, prepack: bool | None = None) -> LeanDec
 
 def lean_unsupported(model: torch.nn.Module) -> str | None:
     """Why no lean forward covers `model` (None if one does)."""
-    from goose.engine.lean_gemma3 import LeanGemma3Decoder
+    from goose.engine.forward.lean_gemma3 import LeanGemma3Decoder
 
     reasons = [cls.unsupported(model) for cls in (LeanDecoder, LeanGemma3Decoder)]
     return None if None in reasons else "; ".join(reasons)
@@ -136,7 +136,7 @@ class LeanDecoder(torch.nn.Module):
     done by sdpa itself on CPU or without a mask, by repeating K/V otherwise (as `transformers`).
 
     prepack (CPU): every projection and the LM head run as `PackedLinear`s, their weights
-    reordered once for oneDNN (goose.engine.packed_linear: 2-3x faster small-M products in fp32,
+    reordered once for oneDNN (goose.engine.forward.packed_linear: 2-3x faster small-M products in fp32,
     1.3-1.7x in bf16 with bf16 kernels; bf16 weights on a CPU without them, AVX2 only, are packed
     as fp32 copies for trees of 3+ nodes: 2-4x cheaper trees there); None = wherever
     `prepack_unavailable` allows, False = `F.linear` (the plain path, kept as the fallback),
@@ -144,7 +144,7 @@ class LeanDecoder(torch.nn.Module):
 
     A `torch.nn.Module` only so that every tensor its forward reads is a registered buffer (the
     projections are submodules in `projections`, the norm weights `_constant`s): inductor's
-    freezing then takes them as constants when goose.engine.compiled_forward compiles it. The
+    freezing then takes them as constants when goose.engine.forward.compiled_forward compiles it. The
     buffers are views of (or packed copies from) the model's weights, never trained.
     """
 
@@ -243,7 +243,7 @@ class LeanDecoder(torch.nn.Module):
 
     def _constant(self, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` (a norm weight the forward reads), detached and registered as a buffer, so that
-        the compiled forward (goose.engine.compiled_forward) freezes it like the projections'
+        the compiled forward (goose.engine.forward.compiled_forward) freezes it like the projections'
         weights."""
         tensor = tensor.detach()
         self.register_buffer(f"constant_{len(self._buffers)}", tensor, persistent=False)
