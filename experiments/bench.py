@@ -70,9 +70,9 @@ from experiments.bench_summary import (  # noqa: E402
 )
 from goose.engine.budget.auto_budget import wrap_auto_budget  # noqa: E402
 from goose.engine.budget.cost_model import LatencyTable, calibrate  # noqa: E402
+from goose.engine.budget.hardware_limit import measure_floor  # noqa: E402
 from goose.engine.core.decode import generate  # noqa: E402
 from goose.engine.core.drafter import Drafter  # noqa: E402
-from goose.engine.budget.hardware_limit import measure_floor  # noqa: E402
 from goose.engine.core.sampling import GREEDY, SamplingParams, derive_seed  # noqa: E402
 from goose.engine.core.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.benchmarks import PAPER_BENCHMARKS  # noqa: E402

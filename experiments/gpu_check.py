@@ -78,8 +78,8 @@ from experiments.graph_probe import spread  # noqa: E402
 from goose.engine.budget.cost_model import LatencyTable, calibrate  # noqa: E402
 from goose.engine.core.decode import generate  # noqa: E402
 from goose.engine.core.drafter import ARDrafter  # noqa: E402
-from goose.engine.forward.static_step import StaticStep  # noqa: E402
 from goose.engine.core.verifier import VerificationEngine, sync_clock  # noqa: E402
+from goose.engine.forward.static_step import StaticStep  # noqa: E402
 from goose.harness.models import parse_dtype  # noqa: E402
 from goose.harness.random_models import load_shape, random_model  # noqa: E402
 from goose.harness.run_state import write_text_atomically  # noqa: E402

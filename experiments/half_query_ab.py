@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from goose.engine.forward import lean_forward
 from goose.engine.budget.cost_model import calibrate
 from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward import lean_forward
 from goose.harness.compose import compose_config
 from goose.harness.models import load_model
 from goose.harness.runner import environment, warm_up

@@ -42,10 +42,10 @@ from tqdm import tqdm
 
 from goose.engine.core.decode import Generation, generate
 from goose.engine.core.drafter import ARDrafter, Drafter
-from goose.engine.forward.packed_linear import native_bf16
 from goose.engine.core.sampling import GREEDY, SamplingParams, derive_seed
 from goose.engine.core.tree import DraftTree
 from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.packed_linear import native_bf16
 from goose.harness.chat import encode_prompt
 from goose.harness.run_state import RunStateStore
 from goose.records.results import append_lock, append_row, cell_key, config_hash, read_appended

@@ -11,9 +11,9 @@ import torch
 
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
-from goose.engine.forward.packed_linear import prepack_unavailable
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree, ancestor_matrix, tree_attention_inputs
 from goose.engine.core.verifier import NonFiniteLogitsError, VerificationEngine, cut_at_stop, greedy_walk
+from goose.engine.forward.packed_linear import prepack_unavailable
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 
 

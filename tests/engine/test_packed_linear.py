@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
+from goose.engine.core.verifier import VerificationEngine
 from goose.engine.forward.packed_linear import (
     EMULATED_BF16_MAX_ROWS,
     PackedLinear,
@@ -17,7 +18,6 @@ from goose.engine.forward.packed_linear import (
     native_bf16,
     prepack_unavailable,
 )
-from goose.engine.core.verifier import VerificationEngine
 from tests.tiny_models import tiny_model
 
 AVAILABLE = prepack_unavailable(torch.zeros(2, 2)) is None

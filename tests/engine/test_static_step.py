@@ -15,9 +15,9 @@ import torch
 
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter
-from goose.engine.forward.static_step import BUCKETS, MIN_ROWS, SPAN, StaticStep
 from goose.engine.core.tree import BRANCH, DraftTree
 from goose.engine.core.verifier import NonFiniteLogitsError, VerificationEngine
+from goose.engine.forward.static_step import BUCKETS, MIN_ROWS, SPAN, StaticStep
 from tests.engine.test_engine import greedy_continuation, path_tokens, random_tree, sequential_logits
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 

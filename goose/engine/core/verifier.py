@@ -53,10 +53,8 @@ from typing import Any
 
 import torch
 
-from goose.engine.forward.compiled_forward import compile_lean
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.kv_cache import TreeKVCache
-from goose.engine.forward.lean_forward import LeanDecoder, has_forward_hooks, lean_decoder, lean_unsupported
 from goose.engine.core.sampling import (
     GREEDY,
     SamplingParams,
@@ -68,8 +66,10 @@ from goose.engine.core.sampling import (
     unpack_rejection,
     warp_scores,
 )
-from goose.engine.forward.static_step import StaticStep
 from goose.engine.core.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
+from goose.engine.forward.compiled_forward import compile_lean
+from goose.engine.forward.lean_forward import LeanDecoder, has_forward_hooks, lean_decoder, lean_unsupported
+from goose.engine.forward.static_step import StaticStep
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
 TREE_SLACK = 128
