@@ -1,7 +1,7 @@
 """The lean forward pass for Llama-architecture models (Llama 2/3, Vicuna, SmolLM2) and Qwen3: the
 same weights as the `transformers` model, a few lines of ops (gpt-fast's recipe; eager, or compiled
 by goose.engine.forward.compiled_forward with `compile=true`).
-`goose.engine.core.verifier.verifier.VerificationEngine` uses it wherever `LeanDecoder.unsupported` says it can.
+`goose.engine.core.verifier.VerificationEngine` uses it wherever `LeanDecoder.unsupported` says it can.
 """
 
 from __future__ import annotations
