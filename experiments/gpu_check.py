@@ -52,6 +52,7 @@ import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -87,12 +88,14 @@ from goose.harness.runner import environment  # noqa: E402
 from goose.records.results import read_rows as read_result_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("tests", "lossless", "timing", "projection", "figures")
+STAGES = ("tests", "usedby", "timing", "lossless", "projection", "figures")
 GRAPHED_FP32 = "float32+graphs"  # the lossless run with cuda_graphs=true (CUDA only)
 RECORD = "gpu_check.json"
 # The issue's targets at 7B shape in fp16 (checked on a GPU run only).
 TARGET_T64 = 1.3  # t(64)/t(1) at most
-TARGET_AR_OVER_GENERATE = 1.2  # engine AR tokens/s over transformers generate, at least
+TARGET_FLOOR = 1.6  # t(1) over its bandwidth floor, at most (tuned engines reach 1.3-1.6 at batch 1)
+TARGET_AR_OVER_GENERATE = 2.0  # engine AR tokens/s over eager transformers generate, at least
+SAMPLED = "float32@T"  # the lossless run at a temperature: deterministic drafters equal AR's sample
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,12 +120,19 @@ class Profile:
     lossless_limit: int
     lossless_tokens: int
     lossless_graphs: bool  # one more fp32 run with every step replayed from CUDA graphs (cuda_graphs)
+    lossless_temperature: float | None  # one more fp32 run sampled at this temperature (same seed as AR)
+    half_methods: str | None  # the methods of the fp16/bf16 lossless runs (None: lossless_methods)
+    usedby_model: str  # `python run.py model=<this> model.init=random ...`: the used-by command
+    usedby_overrides: tuple[str, ...]
+    usedby_methods: str
+    usedby_limit: int
+    usedby_tokens: int
 
 
 GPU = Profile(
     device="cuda",
-    out="figures/gpu",
-    shapes=("vicuna-7b", "llama3-8b", "qwen3-8b"),
+    out="results/gpu",
+    shapes=("vicuna-7b", "llama3-8b"),
     dtype="float16",
     kv_lens=(512, 2048),
     sizes=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256),
@@ -131,13 +141,20 @@ GPU = Profile(
     prompt_len=128,
     new_tokens=128,
     ar_repeats=3,
-    compile=True,
-    lossless_dtypes=("float32", "float16", "bfloat16"),
+    compile=False,
+    lossless_dtypes=("float32", "bfloat16"),
     lossless_methods=None,
     lossless_benches=("humaneval", "mtbench", "gsm8k"),
-    lossless_limit=5,
+    lossless_limit=3,
     lossless_tokens=128,
-    lossless_graphs=True,
+    lossless_graphs=False,
+    lossless_temperature=0.7,
+    half_methods="pld,tr,goose,eagle2,iso5,opt_tree,suffix,sam,stand",
+    usedby_model="vicuna-7b",
+    usedby_overrides=(),
+    usedby_methods="ar,pld,goose",
+    usedby_limit=2,
+    usedby_tokens=128,
 )
 CPU = Profile(
     device="cpu",
@@ -158,6 +175,13 @@ CPU = Profile(
     lossless_limit=1,
     lossless_tokens=16,
     lossless_graphs=False,
+    lossless_temperature=0.7,
+    half_methods=None,
+    usedby_model="vicuna-7b",
+    usedby_overrides=("model.shape=toy-llama", "model.device=cpu", "model.dtype=float32"),
+    usedby_methods="ar,pld,goose",
+    usedby_limit=1,
+    usedby_tokens=16,
 )
 
 
@@ -219,18 +243,93 @@ def stage_tests(profile: Profile, work: Path) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------------------------ used-by
+def stand_in_tokenizer(work: Path) -> Path:
+    """SmolLM2's tokenizer saved as a folder: the tokenizer of the random-weight model (the paper
+    models' tokenizers are on the Hub, which an offline host cannot reach)."""
+    from transformers import AutoTokenizer
+
+    from experiments.gpu_carry import GGUF
+    from goose.harness.models import locate_gguf
+
+    folder = work / "tokenizer"
+    if not (folder / "tokenizer.json").is_file():
+        gguf = locate_gguf(*GGUF)
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(folder)
+    return folder
+
+
+def stage_usedby(profile: Profile, work: Path, out: Path, data_dir: str, tokenizer: str | None) -> dict:
+    """`python run.py -m model=<usedby_model> model.init=random bench=mtbench method=...` in a
+    subprocess: Hydra, loading, the engine, rows and summary on the device, with random weights of
+    the paper model's shape and a stand-in tokenizer (the rows say so). Its rows are copied to
+    <out>/usedby_mtbench.jsonl."""
+    from goose.records.metrics import cell_summary
+
+    tok = tokenizer or str(stand_in_tokenizer(work))
+    run_dir = work / "usedby"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    args = [
+        f"model={profile.usedby_model}",
+        "model.init=random",
+        f"model.tokenizer={tok}",
+        *profile.usedby_overrides,
+        "bench=mtbench",
+        f"method={profile.usedby_methods}",
+        f"bench.limit={profile.usedby_limit}",
+        f"max_new_tokens={profile.usedby_tokens}",
+        "quick=false",
+        f"data_dir={data_dir}",
+        f"out_dir={run_dir}",
+        "wandb=disabled",
+        f"hydra.sweep.dir={work / 'usedby_hydra'}",
+    ]
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "run.py", "-m", *args], cwd=ROOT, capture_output=True, text=True)
+    result: dict[str, Any] = {
+        "command": "python run.py -m " + " ".join(args),
+        "returncode": proc.returncode,
+        "seconds": time.perf_counter() - t0,
+        "output_tail": (proc.stdout[-3000:] + proc.stderr[-2000:]),
+    }
+    files = sorted(run_dir.glob("*/mtbench.jsonl"))
+    if not files:
+        return result
+    shutil.copy(files[0], out / "usedby_mtbench.jsonl")
+    rows = [r for r in read_result_rows(files[0].parent.parent) if r.get("bench") == "mtbench"]
+    ar = [r for r in rows if r["method"] == "ar"]
+    methods = sorted({r["method"] for r in rows})
+    first = rows[0] if rows else {}
+    result.update(
+        rows=_relative(out / "usedby_mtbench.jsonl"),
+        model=first.get("model"),
+        random_weights=first.get("random_weights"),
+        weights=first.get("weights"),
+        gpu=(first.get("hardware") or {}).get("gpu"),
+        summary={m: cell_summary([r for r in rows if r["method"] == m], ar) for m in methods},
+    )
+    return result
+
+
 # ------------------------------------------------------------------------------------ lossless
-def stage_lossless(profile: Profile, work: Path, data_dir: str) -> dict[str, Any]:
-    """SmolLM2 on the device through experiments.lossless_stress, one run per dtype."""
+def stage_lossless(
+    profile: Profile, work: Path, data_dir: str, record: dict[str, Any], path: Path
+) -> dict[str, Any]:
+    """SmolLM2 on the device through experiments.lossless_stress, one run per dtype (and the sampled
+    fp32 run), the record saved after each: a run cut short keeps the runs it finished."""
     from experiments import lossless_stress
 
-    out: dict[str, Any] = {
+    out: dict[str, Any] = record["stages"].setdefault("lossless", {})
+    out |= {
         "model": "smollm2-135m",
         "benches": list(profile.lossless_benches),
         "limit": profile.lossless_limit,
         "max_new_tokens": profile.lossless_tokens,
     }
     runs = [(dtype, dtype, []) for dtype in profile.lossless_dtypes]
+    if profile.lossless_temperature is not None:
+        temp = profile.lossless_temperature
+        runs.insert(1, (f"{SAMPLED}{temp:g}", "float32", ["--set", f"sampling.temperature={temp}"]))
     if profile.lossless_graphs and torch.device(profile.device).type == "cuda":
         runs.append((GRAPHED_FP32, "float32", ["--set", "cuda_graphs=true"]))
     for label, dtype, extra in runs:
@@ -252,8 +351,9 @@ def stage_lossless(profile: Profile, work: Path, data_dir: str) -> dict[str, Any
             "--out",
             str(run_dir),
         ]
-        if profile.lossless_methods:
-            argv += ["--methods", profile.lossless_methods]
+        chosen = (profile.half_methods if dtype != "float32" else None) or profile.lossless_methods
+        if chosen:
+            argv += ["--methods", chosen]
         t0 = time.perf_counter()
         try:
             rc = lossless_stress.main(argv)
@@ -262,10 +362,12 @@ def stage_lossless(profile: Profile, work: Path, data_dir: str) -> dict[str, Any
                 "error": f"{type(exc).__name__}: {exc}",
                 "traceback": traceback.format_exc()[-2000:],
             }
+            save_record(record, path)
             continue
         summary_file = run_dir / "summary.json"
         if rc == 2 or not summary_file.is_file():
             out[label] = {"error": f"lossless_stress exited {rc} before running (see its message above)"}
+            save_record(record, path)
             continue
         summary = json.loads(summary_file.read_text())["summary"]
         methods = {}
@@ -288,6 +390,7 @@ def stage_lossless(profile: Profile, work: Path, data_dir: str) -> dict[str, Any
             "mismatches": mismatches,
             "rows": _relative(run_dir),
         }
+        save_record(record, path)
         release(profile.device)
     if GRAPHED_FP32 in out and "totals" in out[GRAPHED_FP32] and "totals" in out.get("float32", {}):
         eager, graphed = (
@@ -380,6 +483,42 @@ def ar_against_generate(
     return result
 
 
+def copy_bandwidth(device: str) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting the bytes read and written (median of
+    10 copies of 1 GiB on a GPU, 64 MiB elsewhere)."""
+    size = (1 << 30) if torch.device(device).type == "cuda" else (64 << 20)
+    src = torch.empty(size, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    samples = []
+    for _ in range(10):
+        t0 = sync_clock(device)
+        dst.copy_(src)
+        samples.append(sync_clock(device) - t0)
+    del src, dst
+    return 2 * size / statistics.median(samples)
+
+
+def bandwidth_floor(model: Any, config: dict[str, Any], kv_lens: tuple[int, ...], bandwidth: float) -> dict:
+    """The least time a one-token step can take: every weight it reads (all but the input
+    embedding, which is only indexed, unless tied to the output head) plus the KV cache at each
+    length, over the measured copy bandwidth."""
+    embed = model.get_input_embeddings().weight
+    tied = model.get_output_embeddings().weight.data_ptr() == embed.data_ptr()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    read = weights - (0 if tied else embed.numel() * embed.element_size())
+    heads = int(config["num_attention_heads"])
+    head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
+    per_token = 2 * int(config["num_hidden_layers"]) * int(config.get("num_key_value_heads") or heads)
+    per_token *= head_dim * embed.element_size()
+    return {
+        "bandwidth_bytes_per_s": bandwidth,
+        "weight_bytes_read": read,
+        "kv_bytes_per_token": per_token,
+        "seconds": {str(kv): (read + per_token * kv) / bandwidth for kv in kv_lens},
+    }
+
+
 def curve_record(table: LatencyTable) -> dict[str, Any]:
     """One calibrated cost curve as the record holds it (t(n), t(n)/t(1), the raw samples)."""
     return {
@@ -420,6 +559,9 @@ def time_shape(name: str, profile: Profile) -> dict[str, Any]:
         table = calibrate(engine, sizes=profile.sizes, kv_len=kv, repeats=profile.repeats)
         curves[str(kv)] = curve_record(table)
     result["cost_curve"] = curves
+    floor = bandwidth_floor(model, spec.config, profile.kv_lens, copy_bandwidth(profile.device))
+    floor["t1_over_floor"] = {kv: curves[kv]["seconds"][0] / sec for kv, sec in floor["seconds"].items()}
+    result["bandwidth_floor"] = floor
     try:  # launch overhead: what a CUDA graph would save per step (experiments.graph_probe)
         sizes = [n for n in (1, 16, 64) if n <= max(profile.sizes)]
         result["cuda_graphs"] = graph_probe.probe(engine, vocab, profile.kv_lens[0], sizes, profile.repeats)
@@ -632,7 +774,7 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
             f"lossless, {lo['model']} on the device, first {lo['limit']} prompts of {', '.join(lo['benches'])}, "
             f"{lo['max_new_tokens']} tokens:"
         )
-        for dtype in (d for d in lo if d in ("float32", "float16", "bfloat16", GRAPHED_FP32)):
+        for dtype in (d for d in lo if isinstance(lo[d], dict)):
             r = lo[dtype]
             if "error" in r:
                 lines.append(f"  {dtype}: not run: {r['error']}")
@@ -648,6 +790,15 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
                     f"  {dtype}: AR through CUDA graphs identical to eager AR on "
                     f"{cross['identical']}/{cross['prompts']} prompts"
                 )
+    used = st.get("usedby")
+    if used:
+        lines.append(f"used-by command (rc {used['returncode']}, {used['seconds']:.0f} s): {used['command']}")
+        for m, s in (used.get("summary") or {}).items():
+            lines.append(
+                f"  {used.get('model')} {m}: {s['prompts']} prompts, tau {s['tau']:.2f}, "
+                f"{s['tokens_per_s']:.1f} tok/s, lossless {s['lossless_share']}, "
+                f"random_weights {used.get('random_weights')}"
+            )
     for name, shape in (st.get("timing") or {}).items():
         parts = []
         for kv, curve in shape["cost_curve"].items():
@@ -657,6 +808,16 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
             f"{name} ({shape['dtype']}, random weights, {shape['parameters'] / 1e9:.2f}B): "
             + "; ".join(parts)
         )
+        floor = shape.get("bandwidth_floor")
+        if floor:
+            lines.append(
+                f"  t(1) over its bandwidth floor ({floor['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s copy, "
+                f"{floor['weight_bytes_read'] / 2**30:.2f} GiB of weights): "
+                + ", ".join(
+                    f"KV {kv}: {1e3 * floor['seconds'][kv]:.2f} ms floor, {x:.2f}x"
+                    for kv, x in floor["t1_over_floor"].items()
+                )
+            )
         ar = shape["ar_vs_generate"]
         tps = ar["tokens_per_s"]
         lines.append(
@@ -688,8 +849,10 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
                 if graphed
                 else ""
             )
+            over_floor = max((floor or {}).get("t1_over_floor", {}).values(), default=float("inf"))
             lines.append(
-                f"  targets: t(64)/t(1) <= {TARGET_T64}: {'met' if ok_t64 else 'NOT met'}; "
+                f"  targets: t(1) <= {TARGET_FLOOR}x floor: {'met' if over_floor <= TARGET_FLOOR else 'NOT met'}; "
+                f"t(64)/t(1) <= {TARGET_T64}: {'met' if ok_t64 else 'NOT met'}; "
                 f"engine AR >= {TARGET_AR_OVER_GENERATE}x generate: {'met' if ok_ar else 'NOT met'}"
                 + with_graphs
             )
@@ -728,7 +891,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--stages", default=",".join(STAGES), help=f"any of {', '.join(STAGES)}")
     ap.add_argument("--device", default=None, help="default: cuda if torch sees one, else cpu (toy sizes)")
     ap.add_argument("--shapes", default=None, help="conf/shape names (default: the profile's)")
-    ap.add_argument("--out", default=None, help="default: figures/gpu (CUDA) or figures/gpu-check-cpu")
+    ap.add_argument("--out", default=None, help="default: results/gpu (CUDA) or figures/gpu-check-cpu")
     ap.add_argument("--data-dir", default="../shared/data", help="benchmark files (see run.py's data_dir)")
     ap.add_argument("--results", default="results/reference", help="the SmolLM2 rows to project")
     ap.add_argument("--compile", default=None, choices=("true", "false"), help="time torch.compile too")
@@ -738,6 +901,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--work", default=None, help="scratch (JUnit XML, SmolLM2 rows); default outputs/gpu_check/<device>"
     )
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument(
+        "--tokenizer", default=None, help="used-by: the random model's tokenizer folder (default: SmolLM2's)"
+    )
     return ap.parse_args(argv)
 
 
@@ -752,7 +918,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+    # projection and figures read the record only: they may run anywhere on a GPU run's record
+    record_only = set(stages) <= {"projection", "figures"}
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available() and not record_only:
         print(f"error: --device {device}, but torch sees no CUDA device here", file=sys.stderr)
         return 2
     profile = GPU if torch.device(device).type == "cuda" else CPU
@@ -778,8 +946,9 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     path = out / RECORD
     record = load_record(path, profile.device)
-    record["environment"] = environment()
-    record["profile"] = dataclasses.asdict(profile)
+    if not (record_only and "environment" in record):
+        record["environment"] = environment()
+        record["profile"] = dataclasses.asdict(profile)
     if profile.device == "cpu":
         record["note"] = "no GPU found: toy sizes on the CPU; no figure here describes a GPU"
     print(f"gpu-check: device {profile.device}, stages {', '.join(stages)} -> {path}", flush=True)
@@ -790,8 +959,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {stage}", flush=True)
         if stage == "tests":
             result = stage_tests(profile, work)
+        elif stage == "usedby":
+            result = stage_usedby(profile, work, out, args.data_dir, args.tokenizer)
         elif stage == "lossless":
-            result = stage_lossless(profile, work, args.data_dir)
+            result = stage_lossless(profile, work, args.data_dir, record, path)
         elif stage == "timing":
             result = stage_timing(profile, record, path)
         elif stage == "projection":
@@ -816,7 +987,7 @@ def failures(record: dict[str, Any]) -> list[str]:
         tot = r.get("totals") if isinstance(r, dict) else None
         if not tot:
             continue
-        if dtype in ("float32", GRAPHED_FP32) and tot["identical"] < tot["prompts"]:
+        if dtype.startswith("float32") and tot["identical"] < tot["prompts"]:
             bad.append(f"{dtype}: {tot['prompts'] - tot['identical']} output(s) differ from AR")
         if tot["real"] or tot["failed"]:
             bad.append(f"{dtype}: {tot['real']} real mismatch(es), {tot['failed']} failed prompt(s)")

@@ -34,6 +34,7 @@ from goose.harness.benchmarks import (
     PAPER_BENCHMARKS,
 )
 from goose.harness.compose import UserError, benchmark_prompts, compose_config, drafter_factory, load_engine
+from goose.harness.job import sampling_settings
 from goose.harness.runner import Cell, near_tie_threshold, run_cell
 from goose.records.metrics import format_table
 from goose.records.results import read_rows, results_path
@@ -149,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         for m in methods:
             cfg = jobs[(b, m)]
             make = drafter_factory(cfg)
-            cell = Cell(args.model, b, m, make().config(), args.max_new_tokens, dtype)
+            sampling, plan = sampling_settings(cfg)
+            cell = Cell(args.model, b, m, make().config(), args.max_new_tokens, dtype, sampling=sampling)
             run_cell(
                 engine,
                 loaded.tokenizer,
@@ -159,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 file,
                 extra={"bench_source": source, "experiment": "lossless_stress"},
                 log=lambda line: print("  " + line),
+                plan=plan,
             )
             ids = {p.prompt_id for p in bench_prompts}
             rows = [
@@ -168,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 and r["max_new_tokens"] == args.max_new_tokens
                 and r["dtype"] == dtype
                 and r["method_config"] == cell.method_config
+                and r.get("temperature", 0.0) == sampling.temperature
             ]
             summary.setdefault(m, {})[b] = summarize(_latest(rows), m)
 

@@ -52,6 +52,7 @@ def _checked(default: Any = MISSING, check: Any = None, **kw: Any) -> Any:
 # ---------------------------------------------------------------------------------- groups
 _MODEL_CHECKS: dict[str, Any] = {
     "source": partial(check_choice, choices=("hub", "gguf")),
+    "init": partial(check_choice, choices=("pretrained", "random"), why="random: timing only"),
     "dtype": partial(check_choice, choices=tuple(DTYPES)),
     "attn_implementation": partial(
         check_choice, choices=("sdpa", "eager"), why="tree verification needs a custom 4-D mask"

@@ -112,8 +112,10 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         make_drafter, latency_record = _auto_budget(make_drafter, engine, cfg.get("budget_profile"))
         method = f"{method}_auto"
     drafter_config = make_drafter().config()
+    provenance = dict(loaded.provenance)
+    model_label = provenance.pop("model_label", cfg.model.name)  # random weights: never a real model's cell
     cell = Cell(
-        cfg.model.name,
+        model_label,
         bench.name,
         method,
         drafter_config,
@@ -122,7 +124,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         chat_template=chat,
         sampling=sampling,
     )
-    out_file = results_path(cfg.out_dir, cfg.model.name, bench.name)
+    out_file = results_path(cfg.out_dir, model_label, bench.name)
     print(
         f"goose-bench: model={cell.model} bench={cell.bench} ({len(prompts)} prompts from {source}) "
         f"chat_template={str(chat).lower()} ({chat_why}) "
@@ -139,7 +141,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         make_drafter,
         out_file,
         extra={"bench_source": source, "experiment": cfg.get("experiment"), "forward": engine.forward_name}
-        | ({"budget_latency": latency_record} if latency_record else {}),
+        | ({"budget_latency": latency_record} if latency_record else {})
+        | provenance,
         progress=False if _parallel_launcher() else None,
         plan=plan,
     )

@@ -26,7 +26,7 @@ import socket
 import ssl
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -68,6 +68,12 @@ class ModelConfig:
     # Instruction-tuned (chat) model: with bench.chat_template=auto its chat template is applied on
     # chat benchmarks (goose.harness.chat); a base model gets raw prompts.
     instruct: bool = False
+    # init=random: weights drawn at random in the shape of conf/shape/<shape or name>.yaml, for timing
+    # where the checkpoint cannot be had; acceptance from such a model means nothing, and its rows
+    # say random_weights: true. `tokenizer`: a tokenizer folder or Hub id used instead of hf_id's.
+    init: str = "pretrained"  # pretrained | random
+    shape: str | None = None
+    tokenizer: str | None = None
 
 
 @dataclass
@@ -87,6 +93,7 @@ class LoadedModel:
     device: torch.device
     eos_token_ids: list[int]
     context_length: int
+    provenance: dict[str, Any] = field(default_factory=dict)  # into every row (random weights)
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -175,12 +182,21 @@ def load_model(
     gguf_file: str | None = None,
     attn_implementation: str = "sdpa",
     cache: bool = True,
+    init: str = "pretrained",
+    shape: str | None = None,
+    tokenizer: str | None = None,
     **_: Any,
 ) -> LoadedModel:
     """Load model `name` as configured; `cache=False` forces a fresh GGUF dequantisation."""
     torch_dtype = parse_dtype(dtype)
     start = time.perf_counter()
-    if source == "hub":
+    provenance: dict[str, Any] = {}
+    if init == "random":
+        dev = resolve_device(device, name)
+        model, tokenizer, provenance = _random_init(name, shape or name, tokenizer or hf_id, torch_dtype, dev)
+    elif init != "pretrained":
+        raise ValueError(f"model.init = {init!r}; valid values are: pretrained, random")
+    elif source == "hub":
         local = _check_hub(name, hf_id)
         resolve_device(device, name)
         model, tokenizer = _load_hub(
@@ -206,7 +222,45 @@ def load_model(
         device=model.get_input_embeddings().weight.device,
         eos_token_ids=_eos_ids(tokenizer, model),
         context_length=int(getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length),
+        provenance=provenance,
     )
+
+
+def _random_init(
+    name: str, shape: str, tokenizer_id: str, dtype: torch.dtype, device: torch.device
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Random weights in `shape`'s shape and the tokenizer `tokenizer_id` (a folder or a cached Hub id).
+    The vocabulary grows to the tokenizer's where it is larger (a stand-in tokenizer); the record
+    says by how much."""
+    from goose.harness.random_models import load_shape, random_model
+
+    try:
+        spec = load_shape(shape)
+    except ValueError as exc:
+        raise ValueError(f"model.init=random (model={name}): {exc} (set model.shape)") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_id, local_files_only=True)
+    except OSError as exc:
+        raise _unavailable(
+            name, tokenizer_id, f"its tokenizer is not local ({exc}); set model.tokenizer=<folder>"
+        ) from None
+    shape_vocab = int(spec.config["vocab_size"])
+    vocab = max(shape_vocab, len(tokenizer))
+    spec = replace(spec, config={**spec.config, "vocab_size": vocab})
+    model = random_model(spec, dtype, device)
+    provenance = {
+        "random_weights": True,
+        "model_label": f"{name}-random",
+        "weights": {
+            "init": "random",
+            "shape": spec.name,
+            "tokenizer": tokenizer_id,
+            "vocab_size": vocab,
+            "shape_vocab_size": shape_vocab,
+            "parameters": sum(p.numel() for p in model.parameters()),
+        },
+    }
+    return model, tokenizer, provenance
 
 
 # --- Hub ----------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def test_the_parts_fill_every_call_alike_and_grow_in_number_with_the_tree():
     assert part_sizes(94 * mib, 2 * mib, 50 * mib) == [46 * mib, 48 * mib]  # 48 MiB a call
     sizes = part_sizes(94 * mib, 2 * mib, 43 * mib)  # a larger tracked tree: three calls
     assert sizes == [30 * mib, 32 * mib, 32 * mib] and sum(sizes) == 94 * mib
-    with pytest.raises(SystemExit, match="do not fit 9 calls"):
+    with pytest.raises(SystemExit, match="do not fit 9 uploads"):
         part_sizes(94 * mib, 2 * mib, 2 * mib)
 
 

@@ -73,7 +73,9 @@ def test_a_second_invocation_extends_the_record(tmp_path):
 
 def test_bad_input_is_rejected_with_the_valid_choices(tmp_path, capsys):
     assert gpu_check.main(["--stages", "timing,warp", "--out", str(tmp_path)]) == 2
-    assert "unknown stage(s) warp; valid stages are: tests, lossless" in capsys.readouterr().err
+    assert (
+        "unknown stage(s) warp; valid stages are: tests, usedby, timing, lossless" in capsys.readouterr().err
+    )
     with pytest.raises(ValueError, match="valid shapes are"):
         gpu_check.main(
             ["--device", "cpu", "--stages", "timing", "--shapes", "vicuna-70b", "--out", str(tmp_path)]
@@ -92,6 +94,14 @@ def test_every_stage_runs_on_the_cpu(tmp_path):
     assert record["stages"]["tests"]["failed"] == 0 and record["stages"]["tests"]["passed"] > 0
     fp32 = record["stages"]["lossless"]["float32"]["totals"]
     assert fp32["identical"] == fp32["prompts"] > 0
+    sampled = record["stages"]["lossless"][f"{gpu_check.SAMPLED}0.7"]["totals"]
+    assert sampled["identical"] == sampled["prompts"] > 0  # deterministic drafters: AR's very sample
+    used = record["stages"]["usedby"]
+    assert used["returncode"] == 0 and used["random_weights"] is True and used["model"] == "vicuna-7b-random"
+    assert set(used["summary"]) == {"ar", "pld_auto", "goose_auto"}
+    assert all(s["lossless_share"] == 1.0 for s in used["summary"].values())
+    floor = record["stages"]["timing"]["toy-llama"]["bandwidth_floor"]
+    assert floor["bandwidth_bytes_per_s"] > 0 and set(floor["t1_over_floor"]) == {"64", "128"}
 
 
 def test_a_graphed_ar_that_differs_from_eager_ar_fails_the_check():
@@ -116,3 +126,22 @@ def test_lossless_stress_passes_a_run_override_to_every_job_and_refuses_a_bad_on
     argv = ["--limit", "1", "--methods", "pld", "--benches", "humaneval", "--out", str(tmp_path)]
     assert lossless_stress.main([*argv, "--set", "cuda_graphs=maybe"]) == 2
     assert "cuda_graphs = 'maybe'" in capsys.readouterr().err
+
+
+def test_the_bandwidth_floor_counts_the_weights_a_step_reads_and_the_kv_cache():
+    """Untied head: every weight but the input embedding; tied: all of them once; plus K and V of
+    every layer at each KV length."""
+    from goose.harness.random_models import load_shape, random_model
+
+    spec = load_shape("toy-llama")
+    model = random_model(spec, torch.float32, "cpu")
+    floor = gpu_check.bandwidth_floor(model, spec.config, (64,), bandwidth=1e9)
+    total = sum(p.numel() * 4 for p in model.parameters())
+    embed = model.get_input_embeddings().weight.numel() * 4
+    tied = spec.config.get("tie_word_embeddings", True)
+    assert floor["weight_bytes_read"] == (total if tied else total - embed)
+    c = spec.config
+    head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    kv = 2 * c["num_hidden_layers"] * c.get("num_key_value_heads", c["num_attention_heads"]) * head_dim * 4
+    assert floor["kv_bytes_per_token"] == kv
+    assert floor["seconds"]["64"] == pytest.approx((floor["weight_bytes_read"] + 64 * kv) / 1e9)

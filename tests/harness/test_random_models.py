@@ -35,3 +35,21 @@ def test_a_toy_shape_builds_on_the_device_and_runs_the_lean_forward(name):
     assert engine.lean is not None
     logits = engine.prefill(list(range(10)))
     assert logits.shape == (10, 32000) and torch.isfinite(logits).all()
+
+
+def test_model_init_random_builds_the_shape_with_a_stand_in_tokenizer_and_says_so(smollm2, tmp_path):
+    """model.init=random: the shape's weights at random, the vocabulary grown to the stand-in
+    tokenizer's, and a provenance that every row carries (random_weights, a cell label of its own)."""
+    from goose.harness.models import load_model
+    from tests.conftest import model_spec
+
+    smollm2[0].tokenizer.save_pretrained(tmp_path / "tok")
+    spec = {**model_spec("vicuna-7b"), "init": "random", "shape": "toy-llama", "device": "cpu"}
+    loaded = load_model(**spec, tokenizer=str(tmp_path / "tok"))
+    weights = loaded.provenance["weights"]
+    assert loaded.provenance["random_weights"] is True
+    assert loaded.provenance["model_label"] == "vicuna-7b-random"
+    assert weights["shape_vocab_size"] == 32000 and weights["vocab_size"] == len(loaded.tokenizer) == 49152
+    assert loaded.model.config.vocab_size == 49152 and loaded.model.config.hidden_size == 256
+    with pytest.raises(ValueError, match="valid shapes are: .*toy-llama"):
+        load_model(**{**spec, "shape": "vicuna-70b"}, tokenizer=str(tmp_path / "tok"))

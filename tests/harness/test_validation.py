@@ -157,6 +157,7 @@ def test_drafter_configs_are_unchanged_by_validation():
         (["wandb=sometimes"], ["wandb = 'sometimes'", "online, offline, disabled"]),
         (["budget=sometimes"], ["budget = 'sometimes'", "fixed, auto"]),
         (["model.dtype=float64"], ["model.dtype = 'float64'", "float32, float16, bfloat16"]),
+        (["model.init=zeros"], ["model.init = 'zeros'", "pretrained, random"]),
         (["model.attn_implementation=flash_attention_2"], ["model.attn_implementation", "sdpa, eager"]),
         (["bench.source=web"], ["bench.source = 'web'", "auto, hub, local, file"]),
         (["sampling.temperature=-0.5"], ["sampling.temperature = -0.5", ">= 0.0"]),
