@@ -364,32 +364,11 @@ def stage_lossless(
             }
             save_record(record, path)
             continue
-        summary_file = run_dir / "summary.json"
-        if rc == 2 or not summary_file.is_file():
+        if rc == 2 or not (run_dir / "summary.json").is_file():
             out[label] = {"error": f"lossless_stress exited {rc} before running (see its message above)"}
             save_record(record, path)
             continue
-        summary = json.loads(summary_file.read_text())["summary"]
-        methods = {}
-        mismatches = []
-        for method, per_bench in summary.items():
-            agg = {"prompts": 0, "identical": 0, "near_tie": 0, "real": 0, "failed": 0}
-            for bench, s in per_bench.items():
-                agg["prompts"] += s["prompts"]
-                agg["identical"] += s["identical"]
-                agg["failed"] += len(s["failed"])
-                for m in s["mismatches"]:
-                    agg["near_tie" if m["near_tie"] else "real"] += 1
-                    mismatches.append({"method": method, "bench": bench, **m})
-            methods[method] = agg
-        out[label] = {
-            "returncode": rc,
-            "seconds": time.perf_counter() - t0,
-            "methods": methods,
-            "totals": {k: sum(m[k] for m in methods.values()) for k in next(iter(methods.values()))},
-            "mismatches": mismatches,
-            "rows": _relative(run_dir),
-        }
+        out[label] = {"returncode": rc, "seconds": time.perf_counter() - t0, **lossless_summary(run_dir)}
         save_record(record, path)
         release(profile.device)
     if GRAPHED_FP32 in out and "totals" in out[GRAPHED_FP32] and "totals" in out.get("float32", {}):
@@ -401,6 +380,43 @@ def stage_lossless(
         same = sum(eager[k] == graphed[k] for k in shared)
         out[GRAPHED_FP32]["ar_identical_to_eager"] = {"identical": same, "prompts": len(shared)}
     return out
+
+
+def lossless_summary(run_dir: Path) -> dict[str, Any]:
+    """Per method, from the rows under `run_dir` (every benchmark there): outputs identical to AR's,
+    mismatches by kind, failed prompts, and outputs with no token-for-token verdict (sampled drafts
+    at a temperature: exact in distribution only)."""
+    from experiments.lossless_stress import _latest, summarize
+
+    rows = _latest([r for r in read_result_rows(run_dir) if r.get("experiment") == "lossless_stress"])
+    methods: dict[str, dict[str, int]] = {}
+    mismatches = []
+    for method in sorted({r["method"] for r in rows} - {"ar"}):
+        agg = {"prompts": 0, "identical": 0, "near_tie": 0, "real": 0, "failed": 0, "no_verdict": 0}
+        for bench in sorted({r["bench"] for r in rows if r["method"] == method}):
+            mine = [r for r in rows if r["bench"] == bench]
+            s = summarize(mine, method)
+            agg["prompts"] += s["prompts"]
+            agg["identical"] += s["identical"]
+            agg["failed"] += len(s["failed"])
+            agg["no_verdict"] += sum(
+                1
+                for r in mine
+                if r["method"] == method and r.get("status") == "ok" and r.get("lossless") is None
+            )
+            for m in s["mismatches"]:
+                agg["near_tie" if m["near_tie"] else "real"] += 1
+                mismatches.append({"method": method, "bench": bench, **m})
+        methods[method] = agg
+    totals = {k: sum(m[k] for m in methods.values()) for k in next(iter(methods.values()), {})}
+    benches = sorted({r["bench"] for r in rows})
+    return {
+        "methods": methods,
+        "totals": totals,
+        "mismatches": mismatches,
+        "benches": benches,
+        "rows": _relative(run_dir),
+    }
 
 
 def ar_outputs(run_dir: Path) -> dict[tuple[str, str], list[int]]:
@@ -681,19 +697,22 @@ def stage_projection(record: dict[str, Any], results_dir: str) -> dict[str, Any]
         )
     out: dict[str, Any] = {"rows": results_dir, "drafting_time_from": source, "shapes": {}}
     for name, shape in timing.items():
+        # the engine a user would run: steps replayed from CUDA graphs where they won the AR race
+        graphed = (shape.get("graphs") or {}).get("keep", False)
+        curves = shape["graphs"]["cost_curve"] if graphed else shape["cost_curve"]
+        engine = "the engine with CUDA graphs (cuda_graphs=true)" if graphed else "the eager engine"
         curve = CostCurve(
-            shape["cost_curve"][next(iter(shape["cost_curve"]))]["sizes"],
-            {int(kv): c["seconds"] for kv, c in shape["cost_curve"].items()},
+            curves[next(iter(curves))]["sizes"], {int(kv): c["seconds"] for kv, c in curves.items()}
         )
         table = project(rows, curve, PrefillCurve.from_dict(shape["prefill"]), overhead)
         caption = (
             f"Projected wall-clock speed-up over AR at the {name} shape ({shape['dtype']}, "
-            f"{record['environment']['hardware']['gpu'] or 'CPU: no GPU found'}): the per-step tree sizes "
+            f"{record['environment']['hardware']['gpu'] or 'CPU: no GPU found'}, {engine}): the per-step tree sizes "
             "of the shipped SmolLM2-135M runs (fp32, 128 tokens) replayed against the cost curve "
             "measured with random weights. A projection from SmolLM2's acceptance, not a measurement "
             "of a 7B model (τ in brackets is SmolLM2's)."
         )
-        out["shapes"][name] = {"table": table, "caption": caption}
+        out["shapes"][name] = {"table": table, "caption": caption, "cuda_graphs": graphed}
     return out
 
 
@@ -780,9 +799,19 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
                 lines.append(f"  {dtype}: not run: {r['error']}")
                 continue
             tot = r["totals"]
+            if not tot:
+                lines.append(f"  {dtype}: no method row was written (the run was cut short)")
+                continue
+            benches = f" ({', '.join(r['benches'])})" if r.get("benches") else ""
             lines.append(
-                f"  {dtype}: {len(r['methods'])} methods, {tot['identical']}/{tot['prompts']} outputs identical "
-                f"to AR; mismatches: {tot['near_tie']} near-tie, {tot['real']} real; {tot['failed']} failed"
+                f"  {dtype}{benches}: {len(r['methods'])} methods, {tot['identical']}/{tot['prompts']} "
+                f"outputs identical to AR; mismatches: {tot['near_tie']} near-tie, {tot['real']} real; "
+                f"{tot['failed']} failed"
+                + (
+                    f"; {tot['no_verdict']} sampled-draft outputs (exact in distribution only)"
+                    if tot.get("no_verdict")
+                    else ""
+                )
             )
             cross = r.get("ar_identical_to_eager")
             if cross:
@@ -902,6 +931,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument(
+        "--lossless-rows",
+        default=None,
+        help="lossless: summarise the rows already under DIR/<run label>/ (e.g. copied back from a GPU "
+        "host) instead of running",
+    )
+    ap.add_argument(
         "--tokenizer", default=None, help="used-by: the random model's tokenizer folder (default: SmolLM2's)"
     )
     return ap.parse_args(argv)
@@ -919,7 +954,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     # projection and figures read the record only: they may run anywhere on a GPU run's record
-    record_only = set(stages) <= {"projection", "figures"}
+    record_only = set(stages) <= {"projection", "figures"} or (
+        args.lossless_rows is not None and set(stages) <= {"lossless", "projection", "figures"}
+    )
     if torch.device(device).type == "cuda" and not torch.cuda.is_available() and not record_only:
         print(f"error: --device {device}, but torch sees no CUDA device here", file=sys.stderr)
         return 2
@@ -961,6 +998,9 @@ def main(argv: list[str] | None = None) -> int:
             result = stage_tests(profile, work)
         elif stage == "usedby":
             result = stage_usedby(profile, work, out, args.data_dir, args.tokenizer)
+        elif stage == "lossless" and args.lossless_rows:
+            runs = sorted(p for p in Path(args.lossless_rows).iterdir() if p.is_dir())
+            result = record["stages"].get("lossless", {}) | {p.name: lossless_summary(p) for p in runs}
         elif stage == "lossless":
             result = stage_lossless(profile, work, args.data_dir, record, path)
         elif stage == "timing":

@@ -490,10 +490,11 @@ def file_in_data_dir(
 ) -> Path | None:
     """The benchmark's file inside `data_dir` (config field ``data_dir``, a folder laid out like
     ../shared/data) at its ``data_dir_path``, for benchmarks that no installed package ships (MBPP,
-    ClassEval, the extra sets); None when `data_dir` is None, the benchmark has a package or no
-    data_dir_path, or the file is not there."""
+    ClassEval, the extra sets, or a packaged benchmark on a machine without its package); None
+    when `data_dir` is None, its package is installed, it has no data_dir_path, or the file is
+    not there."""
     spec = bench_spec(bench)
-    if data_dir is None or spec.package is not None or spec.data_dir_path is None:
+    if data_dir is None or spec.data_dir_path is None or _package_installed(spec):
         return None
     path = Path(data_dir).expanduser() / spec.data_dir_path
     return path if path.is_file() else None
@@ -621,6 +622,17 @@ def read_records(path: Path, fmt: str = "auto") -> list[Any]:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as e:
         raise BenchmarkError(f"{path} is neither JSON lines nor a JSON array of records: {e}") from e
+
+
+def _package_installed(spec: BenchmarkSpec) -> bool:
+    """Whether the benchmark's package is installed with its data file."""
+    if spec.package is None:
+        return False
+    try:
+        _package_file(spec)
+    except BenchmarkError:
+        return False
+    return True
 
 
 def _package_file(spec: BenchmarkSpec) -> Path:

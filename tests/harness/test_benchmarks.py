@@ -515,3 +515,18 @@ def test_bad_arguments_and_bad_files(tmp_path: Path) -> None:
     odd.write_text("x")
     with pytest.raises(BenchmarkError, match="cannot tell the format"):
         load_benchmark("humaneval", data_file=odd)
+
+
+def test_a_packaged_benchmark_reads_data_dir_where_its_package_is_missing(tmp_path, monkeypatch):
+    """An offline GPU host has ../shared/data's files but not the pip packages: MT-Bench and
+    HumanEval are read from data_dir there, and from the package where it is installed."""
+    from goose.harness import benchmarks
+
+    for name in ("mtbench", "humaneval"):
+        spec = bench_spec(name)
+        (tmp_path / spec.data_dir_path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / spec.data_dir_path).write_text("{}\n")
+        monkeypatch.setattr(benchmarks, "_package_installed", lambda s: False)
+        assert file_in_data_dir(name, tmp_path) == tmp_path / spec.data_dir_path
+        monkeypatch.setattr(benchmarks, "_package_installed", lambda s: True)
+        assert file_in_data_dir(name, tmp_path) is None
