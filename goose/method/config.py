@@ -1,8 +1,5 @@
-"""Goose's hyperparameters: one frozen object, defaults = the paper's Table 5 (SPEC "Goose").
-
-The same object is what `GooseDrafter.config()` logs in every result row. Field names follow the
-other tree drafters (`budget`, `max_depth`, `k`, `min_score`, `use_bigram`, `prefill_harvest`) so
-that a sweep can set them uniformly across methods; the docstring of each names the paper's symbol.
+"""Goose's hyperparameters: one frozen object, defaults = the paper's Table 5 (docs/paper.md), logged in every
+result row. Field names match the other tree drafters so a sweep sets them uniformly.
 """
 
 from __future__ import annotations
@@ -16,38 +13,15 @@ from goose.validation import HYPERPARAMETERS, check_float_list, check_hyperparam
 
 @dataclass(frozen=True)
 class GooseConfig:
-    """Every Goose hyperparameter with the paper's default.
+    """Every Goose hyperparameter with the paper's default (symbols as in docs/paper.md).
 
-    budget                     B: node budget of one tree, root (anchor) included.
-    max_depth                  D: branch nodes at depth >= D are not extended further.
-    k                          K: adjacency top-k (successors kept per token).
-    min_score                  adjacency successors scoring below this are never drafted.
-    rho                        ρ: share of the branch budget hung on the spine (rest at the root).
-    max_chain                  longest continuation one context match returns.
-    max_extended_chain         ceiling of a confidence-extended chain: a cycle of confidence c
-                               extends its chain to int(max_extended_chain*c) tokens. Read as the
-                               SPEC's constant 100 in *both* places it occurs, so it is also the
-                               budget a fully confident cycle reaches: B_eff = B + int(c*(100 - B)).
-    long_match                 chain length from which a match counts as long (confidence >= 0.7).
-    ema_alpha                  α: smoothing of the spine-acceptance EMA a.
-    ema_init                   initial spine-acceptance EMA a (reset per prompt).
-    ngram_lengths              n-gram lengths the context matcher queries, longest first.
-    spine_ratio_tiers          base spine ratio for a < thresholds[0], a < thresholds[1], else.
-    spine_ratio_thresholds     EMA thresholds separating the three spine-ratio tiers.
-    chain_extension_threshold  chains are extended by repeated matching when c > this.
-    use_bigram                 consult the (previous token, token) adjacency tier first.
-    prefill_harvest            seed the adjacency table from the prompt's prefill logits.
-    use_confidence             use c (chain extension, B_eff, spine-ratio shift); off = the paper's
-                               "no consensus bypass" ablation: c = 0, every tree at budget B.
-    persistent_table           keep the adjacency table across the prompts of a run, as Token
-                               Recycling does (not the paper's setting, which starts each prompt
-                               afresh): the like-for-like comparison with TR. Off by default, and
-                               then left out of `as_dict`, so that the config hash of rows written
-                               before the field existed does not change.
-    compat                     "harness" (this harness's Goose) or "authors" (the official
-                               implementation's choices wherever the two differ, point by point:
-                               goose.method.compat). Left out of `as_dict` at "harness", like
-                               persistent_table.
+    budget B, max_depth D, k K, rho ρ, ema_alpha α and ema_init (a_0), min_score, max_chain, long_match,
+    ngram_lengths, spine_ratio_tiers and _thresholds, chain_extension_threshold, use_bigram and
+    prefill_harvest are the paper's. max_extended_chain is its constant 100 in both places: the extension
+    limit int(100 c) and B_eff = B + int(c·(100 − B)). use_confidence off is the "no consensus bypass"
+    ablation (c = 0). persistent_table keeps the adjacency table across prompts, as TR does (not the
+    paper's setting); compat picks harness or official choices (goose.method.compat). Both are left out of
+    `as_dict` at their defaults so earlier rows' config hashes do not change.
     """
 
     budget: int = 60
@@ -71,8 +45,7 @@ class GooseConfig:
     compat: str = "harness"
 
     def __post_init__(self) -> None:
-        # Hydra hands lists (ListConfig) for the tuple fields; the checks return plain tuples, so
-        # the object stays hashable and logs as JSON.
+        # Hydra hands ListConfig for tuple fields; the checks return tuples, keeping the object hashable.
         self._validate()
 
     def _validate(self) -> None:

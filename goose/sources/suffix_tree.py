@@ -1,68 +1,23 @@
 """Suffix tree: SuffixDecoding's token source (Oliaro et al., arXiv 2411.04975).
 
-What it holds. For every sequence added (a prompt plus its output, or one earlier output), every
-suffix of that sequence, each cut at `max_depth` tokens: a depth-limited suffix trie, stored
-path-compressed (a chain of single-child nodes is one node whose edge label is a slice of a stored
-sequence), as the reference implementation stores it (snowflakedb/ArcticInference,
-csrc/suffix_decoding/suffix_tree.{h,cc}). Every node carries a *count*: the number of suffixes that
-pass through or end at it. For a token string w of length <= max_depth this is exactly the number
-of occurrences of w in the sequences (summed over them): the suffix starting at an occurrence of w
-reaches depth |w| because it runs for max_depth tokens or to its sequence's end. The count of the
-empty string (the root) is the number of tokens added.
+Every suffix of each sequence added, cut at `max_depth` tokens, in a path-compressed trie, as the reference
+stores it (snowflakedb/ArcticInference). A node's count is the number of suffixes through or ending at it,
+i.e. the occurrences of its string; count(w t) / count(w) is the continuation probability, and a drafted
+node's probability is the product along its path (the paper's D(N)).
 
-The empirical continuation probability of token t after w is count(w t) / count(w) (the
-denominator counts an occurrence of w at a sequence's very end, which has no continuation, as the
-reference does), and a drafted node's probability is the product of these ratios along its path
-from the matched node: the paper's D(N).
+`append` keeps each sequence's active suffixes (the last max_depth starts) and extends each by the token.
+An active suffix always ends at the end of a node's edge, so one of four cases applies: A1 grow a count-1
+leaf in place; A2 add a leaf; B1 (this suffix alone ends here) the child absorbs the node or the boundary
+moves one token down; B2 step into the child, splitting it after its first token. Each is O(1) nodes, so an
+append costs O(max_depth); the tests compare against counts from scratch. Eviction of sequences is not
+implemented.
 
-Incremental update (`append`): each sequence keeps its *active* suffixes, those that started at its
-last max_depth positions (the reference's deque of active nodes). Appending a token pushes a new
-empty suffix at the root, drops the oldest once there are more than max_depth, and extends each
-active suffix by the token. An active suffix always ends exactly at the end of a node's edge (the
-invariant the cases below keep), so extending it is one of:
-
-  A. the node has no child for the token:
-     A1. it is a leaf through which only this suffix passes (count 1, not the root): its edge
-         grows by one token in place (the edge is this very suffix's last tokens);
-     A2. otherwise: a new leaf child of one token, count 1.
-  B. the node has a child c for the token:
-     B1. not the root and count == c.count + 1: this suffix is the only one that ends here and
-         everything else goes on into c, so after the step node and c carry the same strings up
-         to c's first token. If c's edge is one token, c absorbs the node (c takes its place with
-         the concatenated edge, count + 1); else the boundary moves one token down (the node's
-         edge grows by c's first token, c's edge loses it).
-     B2. otherwise: the suffix moves into c: c.count + 1 if c's edge is one token, else c is
-         split after its first token into a new node (count c.count + 1) above the rest.
-
-Each case touches O(1) nodes, so appending a token costs O(max_depth), whatever the length of
-the text (no rescans). A count-1 node's edge always refers to the occurrence of its one suffix, and
-every case leaves the other active suffixes' end points where they were; the tests check the
-result against counts computed from scratch. Removing a sequence (the reference's FIFO eviction of
-its global cache) is not implemented: nothing in this harness runs enough prompts to reach the
-reference's cache sizes (10,000 responses in vLLM, unlimited by default in ArcticInference).
-
-Speculation (`speculate`, `speculate_tail`) follows the reference's `SuffixTree::speculate`: for
-each match length m = 1, 2, ... (the pattern's last m tokens found in the tree, from the root),
-draft at most MAX_SPEC = min(max_spec_tokens, floor(m * max_spec_factor + max_spec_offset))
-tokens after the match (the paper's MAX_SPEC = α p, p the match length), by
-  tree mode: best-first expansion by path probability (a max-heap of candidate tokens; a
-             candidate below min_token_prob is never pushed), or
-  path mode: the single path that always takes the most frequent continuation, until the path
-             probability falls below min_token_prob;
-score the draft by the sum of its nodes' probabilities (the expected number of accepted tokens
-under the frequency model; the paper's SCORE), and keep the best draft, ties going to the longer
-match. Where the reference leaves an order unspecified (hash-map order of children, a
-priority queue's ties), we break ties deterministically: among equal probabilities the shallower
-candidate, then the one whose parent was drafted first, then the smaller token id; on a path, the
-larger count, then the smaller token id. The heap pops in non-increasing probability, so a tree
-draft lists parents before children and its probabilities never increase along the list.
-
-Match lengths run up to min(len(pattern), max_depth - 1): a node at depth max_depth has no
-children, so a longer match can never be continued. (The reference loops to len(pattern) - 1 with
-the pattern cut to max_depth tokens: the same, except that it never tries a pattern shorter than
-max_depth in full.) The loop stops at the first length that is absent from the tree (the reference
-does) or has no continuation (every longer match then has none either: its occurrences are all
-occurrences of the shorter one).
+`speculate` follows the reference's `SuffixTree::speculate`: for match lengths m = 1, 2, …, draft at most
+MAX_SPEC = min(max_spec_tokens, floor(m · max_spec_factor + max_spec_offset)) tokens (the paper's α p), by
+best-first expansion on path probability (tree) or the most frequent path; keep the draft with the largest
+sum of probabilities (the paper's SCORE), ties to the longer match. Ties the reference leaves unspecified
+are broken deterministically (shallower, earlier parent, smaller id). Lengths stop at max_depth − 1 or at
+the first absent or uncontinued match.
 """
 
 from __future__ import annotations
@@ -90,13 +45,8 @@ class _Node:
 
 @dataclass
 class SuffixDraft:
-    """One speculation.
-
-    tokens     drafted tokens, best first (parents before children)
-    parents    parents[i] = index in `tokens` of token i's parent, -1 = attached to the anchor
-    probs      path probability of each drafted token (the paper's D(N))
-    score      sum of probs: expected accepted tokens under the frequency model
-    match_len  length of the pattern suffix the draft continues (0 = no draft)
+    """One speculation: `tokens` best first (parents first), `parents` (−1: the anchor), `probs` (D(N)),
+    `score` (their sum) and `match_len` (0: no draft).
     """
 
     tokens: list[int] = field(default_factory=list)
@@ -231,8 +181,7 @@ class SuffixTree:
         return {t: c.count for t, c in node.children.items()}
 
     def substring_counts(self) -> dict[tuple[int, ...], int]:
-        """{w: count(w)} for every non-empty string in the tree (test and debugging aid: as many
-        entries as distinct substrings of length <= max_depth)."""
+        """{w: count(w)} for every non-empty string in the tree (test aid)."""
         out: dict[tuple[int, ...], int] = {}
         stack: list[tuple[_Node, tuple[int, ...]]] = [(c, ()) for c in self.root.children.values()]
         while stack:
@@ -244,10 +193,9 @@ class SuffixTree:
         return out
 
     def check_integrity(self) -> None:
-        """Raise AssertionError unless the structure is consistent (test aid): edges non-empty,
-        keyed by their first token, parent links right, a node's count above each child's and at
-        least their sum, depth <= max_depth, and each active suffix ends at a node's end holding
-        exactly the sequence's last tokens."""
+        """Raise AssertionError unless the structure is consistent (test aid): edges, parent links, counts,
+        depth and active suffixes.
+        """
         stack = [(self.root, 0)]
         while stack:
             node, depth = stack.pop()
