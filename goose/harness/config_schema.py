@@ -1,24 +1,11 @@
-"""Structured-config schemas of run.py's configuration, registered in Hydra's ConfigStore, and the
-check `validate_config` that goose.harness.job runs before anything is loaded.
+"""Structured-config schemas of run.py, registered in Hydra's ConfigStore, and `validate_config`.
 
-Two lines of defence, so that a typo fails clearly and before a model loads:
-
-1. At composition. conf/config.yaml lists ``optional schema@_global_: goose_bench`` first in its
-   defaults, so the composed config is typed by `GooseBenchConfig`: the `model`, `bench` and
-   `method` groups are merged into `ModelSchema`, `BenchSchema` and `MethodSchema`. An override of
-   an unknown key (``bench.limt=3``) or of the wrong type (``bench.limit=abc``) is refused by Hydra
-   itself, naming the key and the value. The entry is `optional` so that a process that never
-   imported this module (an older run.py still sweeping, a script composing the config by hand)
-   still composes the same config, unvalidated.
-2. In the job (`validate_config`, exit status 2 through goose.harness.job.UserError). What Hydra lets
-   through: keys appended with ``+`` (Hydra opens the struct for those), out-of-range values
-   (ranges are the `check` metadata of the schema fields), and the drafter's hyperparameters:
-   ``method.drafter`` is a free-form dict at composition, since each method has its own
-   constructor, so its keys are checked against the constructor's parameters here and its values
-   by the constructor itself (goose.validation.check_hyperparameters).
-
-`ModelSchema` is generated from `goose.harness.models.ModelConfig` (the model group's one definition) with
-ranges added, so the two cannot drift apart.
+Two checks, so that a typo fails before a model loads. At composition, conf/config.yaml's ``optional
+schema@_global_: goose_bench`` types the config by `GooseBenchConfig`, so Hydra refuses unknown keys and
+wrong types (optional, so a process that never imported this still composes). In the job, `validate_config`
+checks what Hydra lets through: ``+`` keys, ranges (the fields' `check` metadata) and ``method.drafter``'s
+keys against the constructor. `ModelSchema` is generated from `goose.harness.models.ModelConfig`, so the
+two cannot drift.
 """
 
 from __future__ import annotations
@@ -76,8 +63,7 @@ ModelSchema = _schema_from(ModelConfig, "ModelSchema", _MODEL_CHECKS)
 ModelSchema.__doc__ = "Schema of conf/model/*.yaml: goose.harness.models.ModelConfig with ranges."
 
 
-# The nested bench nodes are mappings in every shipped file, null leaves meaning "none" (an override
-# such as bench.hub.path=<id> cannot be merged into a node that is null itself).
+# Nested bench nodes are mappings with null leaves: an override cannot merge into a null node.
 @dataclass
 class HubSchema:
     """``bench.hub``: a Hugging Face Hub dataset (goose.harness.benchmarks.HubSource); path null =
@@ -116,9 +102,9 @@ def _bench(name: str, default: Any = None) -> Any:
 
 @dataclass
 class BenchSchema:
-    """Schema of conf/bench/*.yaml; each field's meaning is on goose.harness.benchmarks.BenchmarkSpec.
-    The checks that involve several fields (exactly one of prompt_template and prompt_field) run in
-    `validate_config` through `BenchmarkSpec.from_config`."""
+    """Schema of conf/bench/*.yaml (fields: goose.harness.benchmarks.BenchmarkSpec); cross-field checks run in
+    `validate_config`.
+    """
 
     name: str = _bench("name", MISSING)
     max_new_tokens: int = _bench("max_new_tokens", MISSING)
@@ -157,9 +143,9 @@ def _check_top_p(name: str, value: Any) -> float:
 
 @dataclass
 class SamplingSchema:
-    """``sampling``: temperature 0 is greedy decoding (every method identical to AR, token for
-    token); > 0 is lossless speculative sampling (goose.engine.core.sampling). Each prompt runs
-    num_samples times, sample i with the seed derived from (seed, i)."""
+    """``sampling``: temperature 0 is greedy (identical to AR); > 0 is lossless speculative sampling; each
+    prompt runs num_samples times with seeds derived from (seed, i).
+    """
 
     temperature: float = _checked(0.0, partial(check_float, low=0.0, why="0 = greedy decoding"))
     top_p: float = _checked(1.0, _check_top_p)
