@@ -36,7 +36,6 @@ def prune_by_value(parents: Sequence[int], values: Sequence[float], keep: int) -
 
 
 def subtree(tokens: Sequence[int], parents: Sequence[int], kept: Sequence[int]) -> DraftTree:
-    """The DraftTree of the ascending, ancestor-closed candidate indices `kept` (kept[0] == 0)."""
     new_index = {old: new for new, old in enumerate(kept)}
     tree = DraftTree.single(tokens[kept[0]])
     for old in kept[1:]:
@@ -77,11 +76,9 @@ class Eagle2Drafter(AdjacencyDrafter):
         }
 
     def node_budget(self, committed: list[int]) -> int:
-        """B for this step, anchor included."""
         return self.budget
 
     def expand(self, anchor: int, prev_anchor: int | None) -> tuple[list[int], list[int], list[float]]:
-        """Candidate tree (tokens, parents, values) in layer order, before pruning."""
         tokens, parents, values = [anchor], [-1], [1.0]
         layer = [0]
         for _ in range(self.max_depth):

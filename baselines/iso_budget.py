@@ -61,7 +61,6 @@ class IsotropicGooseBudgetDrafter(IsotropicDrafter):
         self.matcher.append(prompt_ids)
 
     def node_budget(self, committed: list[int]) -> int:
-        """B_eff of this step: B + int(c * (max_extended_chain - B))."""
         self.matcher.sync(committed)
         found = self.matcher.match()
         c = match_confidence(len(found.chain), found.consensus, self.long_match)

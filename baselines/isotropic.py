@@ -23,7 +23,6 @@ from goose.validation import check_hyperparameters
 
 
 def prev_of_anchor(committed: list[int]) -> int | None:
-    """The committed token before the anchor (the root's bigram predecessor), if any."""
     return committed[-2] if len(committed) >= 2 else None
 
 
@@ -51,7 +50,6 @@ class AdjacencyDrafter(Drafter):
 
     @property
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
-        """The table is seeded from the prefill logits only with `prefill_harvest`."""
         return self.prefill_harvest
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
@@ -69,7 +67,6 @@ class AdjacencyDrafter(Drafter):
         self._prev_anchor = None
 
     def successors(self, token: int, prev: int | None) -> tuple[list[int], list[float]]:
-        """Successors above min_score (bigram row first when the tier is on)."""
         assert self.table is not None, "begin() must be called before propose()"
         return self.table.successors(token, prev if self.use_bigram else None, self.min_score)
 
@@ -115,7 +112,6 @@ class IsotropicDrafter(AdjacencyDrafter):
 
     @property
     def verifies_full_tree(self) -> bool:  # type: ignore[override]
-        """compat=authors verifies the whole tree on the last cycles (goose.method.compat)."""
         return not self.rules.cut_to_budget
 
     def config(self) -> dict[str, Any]:
@@ -139,11 +135,9 @@ class IsotropicDrafter(AdjacencyDrafter):
             self.matcher.append(prompt_ids)
 
     def node_budget(self, committed: list[int]) -> int:
-        """B for this step, anchor included."""
         return self.budget
 
     def build_tree(self, anchor: int, prev_anchor: int | None, budget: int) -> DraftTree:
-        """Breadth-first k-ary expansion from the anchor."""
         tree = DraftTree.single(anchor)
         queue = deque([0])
         while queue and len(tree) < budget:

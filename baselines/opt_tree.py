@@ -1,21 +1,11 @@
 """OPT-Tree (Wang et al., arXiv 2406.17276) over Goose's own candidate pool: the E(A)-maximising tree.
 
 E(A) = Σ_{v ≠ anchor} P(path to v accepted); a child's value never exceeds its parent's, so the B most
-valuable candidates form the tree that maximises E(A). Goose prescribes its shape (spine ratio, ρ, harmonic
-split); this builds the E(A)-optimal tree over exactly Goose's candidates (Goose §4.1, §4.3, docs/paper.md:
-the extended context chain as SPINE, adjacency successors as BRANCH under the anchor, spine nodes and
-branch nodes shallower than D), so the two differ only in allocation.
-
-Node value: Π along the path of r(source, depth, rank) = P(accepted | parent accepted), learnt online by
-budget=auto's `AcceptanceModel` (same priors, persisting across prompts as run state). Selection is
-best-first from a max-heap (value, then shallower, earlier parent, lower rank), so every prefix is the best
-tree of its size and budget=auto cuts it correctly.
-
-Where OPT-Tree does not apply (no draft model): r replaces the draft softmax (the adjacency score only
-filters and orders siblings, which `rank` captures); drafting is free, so δ = 0 and the heap replaces the
-layer-wise beam; D bounds branches only, as in Goose; B is fixed (no B_eff); the learner is updated from
-the tree actually verified. Routes: spine_tree, chain, branch_tree, ar; stats add shape_* and
-opt_expected_accepted (summed predicted E(A)).
+valuable candidates form the E(A)-optimal tree. Over exactly Goose's candidates (the extended context chain
+as SPINE, adjacency successors as BRANCH; Goose §4.1, docs/paper.md) it differs from Goose only in how the
+budget is allocated. Values are Π r(source, depth, rank) from budget=auto's `AcceptanceModel`, learnt
+across prompts; a best-first heap makes every prefix the best tree of its size. Without a draft model r
+replaces the draft softmax, δ = 0, D bounds branches only, and B is fixed.
 """
 
 from __future__ import annotations
@@ -64,7 +54,6 @@ class SelectedTree:
 
     @property
     def expected_accepted(self) -> float:
-        """E(A): the summed path values of the drafted nodes."""
         return sum(self.values[1:])
 
 
@@ -187,7 +176,6 @@ class OptTreeDrafter(AdjacencyDrafter):
             "branch_prior": self.branch_prior,
         }
 
-    # ---------------------------------------------------------------- state across prompts
     # The learnt rates outlive a prompt and are checkpointed by the runner.
     carries_run_state = True
 
@@ -198,7 +186,6 @@ class OptTreeDrafter(AdjacencyDrafter):
         self.acceptance = copy.deepcopy(state)
         self._rates = None
 
-    # ---------------------------------------------------------------- per prompt
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Fresh adjacency table (prefill harvest if on) and context pool; the learnt rates stay."""
         super().begin(prompt_ids, prefill_logits)
@@ -206,16 +193,13 @@ class OptTreeDrafter(AdjacencyDrafter):
         self.matcher.append(prompt_ids)
         self._proposed = None
 
-    # ---------------------------------------------------------------- per cycle
     def rate(self, source: int, depth: int, rank: int) -> float:
-        """r(source, depth, rank) from the learner (cached until its next update)."""
         if self._rates is None:
             table = self.acceptance.rate_table()
             self._rates = {s: table[s].tolist() for s in (SPINE, BRANCH)}
         return self._rates[source][min(depth, MAX_DEPTH_BUCKET)][min(rank, MAX_RANK_BUCKET)]
 
     def spine_chain(self) -> list[int]:
-        """The context match's continuation, extended as Goose extends it when confident."""
         found = self.matcher.match()
         chain = list(found.chain)
         if chain and self.extend_chain:
@@ -280,7 +264,6 @@ class OptTreeDrafter(AdjacencyDrafter):
         return nodes
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
-        """Adjacency update from every node; the verified nodes' acceptance updates the rates."""
         super().observe(tree, outcome)
         count_tree_shape(self, tree)
         nodes = self.verified_nodes(tree) if len(tree) > 1 else None

@@ -74,7 +74,6 @@ class SamDrafter(Drafter):
             "tr_persistent_table": tr["persistent_table"],
         }
 
-    # ------------------------------------------------------------------ state across prompts
     # The automaton is per prompt; TR's table is what outlives a prompt.
     @property
     def carries_run_state(self) -> bool:  # type: ignore[override]
@@ -86,7 +85,6 @@ class SamDrafter(Drafter):
     def restore_run_state(self, state: Any) -> None:
         self.tr.restore_run_state(state)
 
-    # ------------------------------------------------------------------ drafter contract
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Fresh automaton over the prompt; TR keeps its run-long table (no prefill harvest)."""
         super().begin(prompt_ids, prefill_logits)

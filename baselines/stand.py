@@ -1,17 +1,11 @@
-"""STAND (Song et al., arXiv 2506.04708): stochastic adaptive n-gram drafting, model-free. No reference code
-is public; choices where the paper is silent are this harness's.
+"""STAND (Song et al., arXiv 2506.04708): stochastic adaptive n-gram drafting, model-free; no reference code
+is public, so choices where the paper is silent are ours.
 
-Table: n-gram contexts (orders 1..max_order) → the top-K (token, logit) of the target after them, freshest
-wins, from every verified node and the prefill; lookup takes the longest stored suffix. Logits are stored
-raw, so one table serves every temperature. The proposal q is the run's sampling warp applied to the stored
-logits.
-
-Tree (best-first, a choice): a heap of slots "draw the next child of u", scored by value(u) · Σ_x q_i(x)
-q_u(x); a child is the next token of u's Gumbel-top-k order, so siblings are drawn without replacement and
-whether a slot is drawn never depends on its own draw (which would bias rejection sampling). Limits: B, D,
-`max_children`. Under budget=auto the latency table sizes the tree while drawing (`use_latency`), since a
-sampled tree must not be cut. At T > 0 verification is recursive rejection sampling with these q
-(goose.engine.core.sampling); at T = 0 the drafts are deterministic and the output equals AR's.
+An n-gram table (orders 1..max_order) keeps the target's raw top-K logits after each context, from every
+verified node; the proposal q is the run's warp of them. Trees grow best-first over slots "draw u's next
+child", scored before the draw, and children follow u's Gumbel-top-k order (without replacement): a
+decision that looked at the draw would bias rejection sampling. Under budget=auto the tree is sized while
+drawing (`use_latency`), never cut. At T = 0 drafts are deterministic and the output equals AR's.
 """
 
 from __future__ import annotations
@@ -56,7 +50,6 @@ class NgramDistributionTable:
                 self.entries[tuple(context[-order:])] = entry
 
     def lookup(self, context: Sequence[int]) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
-        """The entry of the longest stored suffix of `context`, or None."""
         for order in range(min(self.max_order, len(context)), 0, -1):
             entry = self.entries.get(tuple(context[-order:]))
             if entry is not None:
@@ -130,7 +123,6 @@ class StandDrafter(RunLongTable, Drafter):
         self._latency: Callable[[int], float] | None = None
         self._committed_tail: list[int] = []
 
-    # ------------------------------------------------------------------ contract
     @property
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
         return self.prefill_harvest
@@ -170,7 +162,6 @@ class StandDrafter(RunLongTable, Drafter):
         return tree
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
-        """Every verified node's logits update the table under its own context."""
         if self.table is None:
             return
         contexts: list[list[int]] = []
@@ -188,7 +179,6 @@ class StandDrafter(RunLongTable, Drafter):
             contexts.append(path[::-1])
         self.table.update(contexts, outcome.logits)
 
-    # ------------------------------------------------------------------ tree
     def _proposal_at(self, context: Sequence[int]) -> tuple[tuple[int, ...], list[float]] | None:
         entry = self.table.lookup(context) if self.table is not None else None
         if entry is None:

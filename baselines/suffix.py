@@ -1,17 +1,11 @@
 """SuffixDecoding (Oliaro et al., arXiv 2411.04975) on the shared engine: greedy, lossless.
 
-A per-prompt suffix tree over prompt + committed tokens (goose/sources/suffix_tree.py); each step the
-pattern is the last `max_depth` tokens, and for every match length m the tree drafts up to MAX_SPEC =
-min(max_spec_tokens, floor(m · max_spec_factor + max_spec_offset)) tokens; the draft with the largest score
-is verified as a tree (`mode: tree`, the paper's) or a chain (`mode: chain`, the reference's and vLLM's
-default). `global_cache: true` adds the reference's run-long tree over earlier outputs, queried each step
-and winning only on a strictly higher score; it carries state across prompts, hence its own setting
-(`method=suffix_global`).
-
-Drafts are SPINE (context copies, comparable with PLD's and Goose's p_s) and listed best first, so
-budget=auto's prefix cut drops the least probable nodes. Our choices where paper and reference differ are
-in conf/method/suffix.yaml: tree mode, max_spec_tokens = max_depth, no global cache by default,
-deterministic ties, no eviction; prompt insertion counts inside the timed region.
+A per-prompt suffix tree over prompt + output (goose/sources/suffix_tree.py) drafts, for each match length,
+up to MAX_SPEC tokens; the best-scoring draft is verified as a tree (`mode: tree`, the paper's) or a chain
+(the reference's and vLLM's default). `global_cache: true` adds the reference's run-long tree over earlier
+outputs (its own setting, `method=suffix_global`, since it carries state across prompts). Drafts are SPINE,
+comparable with PLD's and Goose's p_s; our choices where paper and reference differ are listed in
+conf/method/suffix.yaml.
 """
 
 from __future__ import annotations
@@ -81,10 +75,8 @@ class SuffixDecodingDrafter(Drafter):
             "global_cache": self.global_cache,
         }
 
-    # ------------------------------------------------------------------ state across prompts
     @property
     def carries_run_state(self) -> bool:  # type: ignore[override]
-        """Only the global tree outlives a prompt."""
         return self.global_cache
 
     def run_state(self) -> Any:
@@ -103,9 +95,7 @@ class SuffixDecodingDrafter(Drafter):
         self.global_tree = tree
         self._seq_id = max(state["next_seq"], len(state["responses"])) - 1
 
-    # ------------------------------------------------------------------ drafter contract
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
-        """A fresh local tree over the prompt; a new sequence in the global tree for the output."""
         super().begin(prompt_ids, prefill_logits)
         self.stats = {
             "suffix_drafts": 0,
@@ -119,7 +109,6 @@ class SuffixDecodingDrafter(Drafter):
         self._seq_id += 1
 
     def _commit(self, tokens: list[int]) -> None:
-        """Committed output tokens: into the local tree and the current global sequence."""
         self.local.extend(LOCAL_SEQ, tokens)  # type: ignore[union-attr]
         if self.global_tree is not None:
             self.global_tree.extend(self._seq_id, tokens)

@@ -158,6 +158,5 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
         return tree
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
-        """Overwrite the rows of every node's token (rejected ones too) from this forward."""
         if self.table is not None:
             self.table.update(tree.tokens, outcome.logits)

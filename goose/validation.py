@@ -18,7 +18,6 @@ def is_int(value: Any) -> bool:
 
 
 def is_number(value: Any) -> bool:
-    """An int or float that is not a bool and not NaN."""
     return (is_int(value) or isinstance(value, float)) and not (
         isinstance(value, float) and math.isnan(value)
     )
@@ -73,7 +72,6 @@ def check_bool(name: str, value: Any, why: str = "") -> bool:
 
 
 def check_str(name: str, value: Any, why: str = "") -> str:
-    """`value` must be a string."""
     if not isinstance(value, str):
         raise ValueError(f"{name} = {value!r}: must be a string{_hint(why)}")
     return value

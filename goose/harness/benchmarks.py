@@ -54,7 +54,6 @@ class Prompt:
     text: str
 
 
-# ------------------------------------------------------------------------------ the fields
 @dataclass(frozen=True)
 class HubSource:
     """A Hugging Face Hub dataset: ``datasets.load_dataset(path, name, split=split)``.
@@ -121,8 +120,7 @@ def _check_relative(name: str, value: Any) -> str:
 
 
 def template_fields(template: str) -> list[str]:
-    """The record fields a prompt template reads (``"{turns[0]}"`` reads ``turns``); ValueError
-    for a malformed template."""
+    """The record fields a prompt template reads (``{turns[0]}`` reads ``turns``); ValueError if malformed."""
     fields = []
     for _, field_name, _, _ in string.Formatter().parse(template):
         if field_name is not None:
@@ -224,22 +222,12 @@ _NESTED: dict[str, tuple[type, tuple[str, ...], dict[str, Callable[[str, Any], A
 
 @dataclass(frozen=True)
 class BenchmarkSpec:
-    """One ``conf/bench/<name>.yaml``: where a benchmark's records come from and how a record becomes a
-    `Prompt`.
-
-        name            the name on the command line, in rows and in ``<out_dir>/<model>/<name>.jsonl``
-        max_new_tokens  the paper's generation length (used when max_new_tokens is null)
-        num_prompts     size of the full benchmark (informational); limit: first N prompts (None = all)
-        data_file       a local file (wins over Hub and package); source: auto | hub | local | file
-        hub, package    `HubSource`, `PackageFile` or None; data_dir_path: the file inside data_dir
-        format          jsonl | json | csv | parquet | auto (from the extension, .gz ignored)
-        prompt_template a format string over the record ({turns[0]} indexes a list); or prompt_field
-        id_field        the prompt id field; None = index in file order, before `filter`
-        filter          `RecordFilter` or None; origin: shown in errors
-        chat            a chat benchmark; chat_template: auto | True | False (goose.harness.chat)
-
-    Null nested nodes are written as mappings with a null first key (``hub: {path: null}``), since Hydra
-    cannot merge an override into a null node.
+    """One ``conf/bench/<name>.yaml``: where a benchmark's records come from (``source``, ``data_file``,
+    ``hub``, ``package``, ``data_dir_path``, ``format``) and how a record becomes a `Prompt`
+    (``prompt_template`` or ``prompt_field``, ``id_field`` (None = file index before ``filter``),
+    ``filter``); ``max_new_tokens`` is the paper's length, ``limit`` the first N prompts, ``chat`` and
+    ``chat_template`` drive goose.harness.chat. Null nested nodes are mappings with a null first key
+    (``hub: {path: null}``), since Hydra cannot merge an override into a null node.
     """
 
     name: str
@@ -401,7 +389,6 @@ class BenchmarkSpec:
             ) from None
 
 
-# ------------------------------------------------------------------------------ the registry
 def bench_names() -> list[str]:
     """The benchmarks defined in conf/bench/, sorted."""
     return sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
@@ -426,7 +413,6 @@ def bench_spec(bench: str | Mapping[str, Any] | BenchmarkSpec) -> BenchmarkSpec:
     return BenchmarkSpec.from_config(bench_config(bench) if isinstance(bench, str) else bench)
 
 
-# ------------------------------------------------------------------------------ sources
 def hub_reachable(timeout: float = 2.0) -> bool:
     """False when HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set, else whether a TCP connect to the Hub works."""
     if any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
@@ -534,7 +520,6 @@ def load_benchmark(
     return prompts if limit is None else prompts[:limit]
 
 
-# ------------------------------------------------------------------------------ reading
 def file_format(path: Path, fmt: str = "auto") -> str:
     """The format of `path`: `fmt` unless "auto", else from the extension (a trailing .gz ignored)."""
     if fmt != "auto":

@@ -1,11 +1,8 @@
-"""Structured-config schemas of run.py, registered in Hydra's ConfigStore, and `validate_config`.
-
-Two checks, so that a typo fails before a model loads. At composition, conf/config.yaml's ``optional
-schema@_global_: goose_bench`` types the config by `GooseBenchConfig`, so Hydra refuses unknown keys and
-wrong types (optional, so a process that never imported this still composes). In the job, `validate_config`
-checks what Hydra lets through: ``+`` keys, ranges (the fields' `check` metadata) and ``method.drafter``'s
-keys against the constructor. `ModelSchema` is generated from `goose.harness.models.ModelConfig`, so the
-two cannot drift.
+"""Structured-config schemas of run.py (Hydra ConfigStore) and `validate_config`, so a typo fails before a
+model loads: at composition Hydra refuses unknown keys and wrong types (conf/config.yaml's optional
+``schema@_global_: goose_bench``); in the job `validate_config` checks ``+`` keys, the fields' `check`
+ranges and ``method.drafter``'s keys against its constructor. `ModelSchema` is generated from
+`goose.harness.models.ModelConfig`, so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ def _checked(default: Any = MISSING, check: Any = None, **kw: Any) -> Any:
     return field(default=default, metadata={"check": check} if check else {}, **kw)
 
 
-# ---------------------------------------------------------------------------------- groups
 _MODEL_CHECKS: dict[str, Any] = {
     "source": partial(check_choice, choices=("hub", "gguf")),
     "dtype": partial(check_choice, choices=tuple(DTYPES)),
@@ -197,14 +193,12 @@ class GooseBenchConfig:
 
 
 def register() -> None:
-    """Store the top-level schema as `schema/goose_bench` (referenced by conf/config.yaml)."""
     ConfigStore.instance().store(group=SCHEMA_GROUP, name=SCHEMA_NAME, node=GooseBenchConfig)
 
 
 register()
 
 
-# ---------------------------------------------------------------------------------- the job's check
 def _check_type(name: str, value: Any, hint: Any) -> None:
     """`value` must match the annotation `hint` (int, float, bool, str, dict, Optional[...], Any)."""
     origin = typing.get_origin(hint)
@@ -281,7 +275,6 @@ def drafter_parameters(cls: type) -> tuple[str, ...] | None:
 
 
 def _import_class(target: str) -> type:
-    """The class named by a dotted path `package.module.Class`."""
     module_name, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module_name), name) if module_name else None
     if not isinstance(cls, type):

@@ -33,12 +33,10 @@ def _replace_atomically(path: Path, payload: bytes) -> None:
 
 
 def dump_atomically(path: Path, obj: Any) -> None:
-    """Pickle `obj` to `path` atomically (a kill leaves the old file or the new one)."""
     _replace_atomically(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically (a kill leaves the old file or the new one)."""
     _replace_atomically(path, text.encode())
 
 
@@ -66,11 +64,9 @@ class RunStateStore:
         return saved["state"] if saved["prompt_ids"] == list(prompt_ids) else None
 
     def save(self, prompt_ids: list[str], state: Any) -> None:
-        """Write the checkpoint that has seen `prompt_ids`, atomically."""
         dump_atomically(self._path(len(prompt_ids)), {"prompt_ids": list(prompt_ids), "state": state})
 
     def prune(self, keep_seen: int) -> None:
-        """Delete the checkpoints that have seen fewer prompts than `keep_seen`."""
         for path in self.checkpoints():
             if int(path.stem.rsplit("-", 1)[1]) < keep_seen:
                 path.unlink(missing_ok=True)

@@ -41,12 +41,10 @@ def _finite(value: Any) -> Any:
 
 
 def clean_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """The summary without NaN / inf values."""
     return {k: v for k, v in summary.items() if _finite(v) is not None}
 
 
 def prompt_record(row: dict[str, Any]) -> list[Any]:
-    """One table line (in `PROMPT_COLUMNS` order) from a result row."""
     offered, accepted = row.get("offered") or {}, row.get("accepted") or {}
     rec = {
         **row,

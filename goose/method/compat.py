@@ -1,22 +1,9 @@
-"""`compat`: whose version of Goose a drafter follows, point by point.
-
-`compat="harness"` (default) is this harness's Goose; `compat="authors"` follows the official
-implementation (github.com/2kinto/GOOSE_Speculative_Decoding, commit c5c8bb37) wherever the two differ, so
-per-prompt forward calls can be compared with the official counters. Each difference is one flag of
-`CompatRules` (harness value first; docs/compat_authors.md describes each with the official function it
-follows); reverting one flag at a time measures what it is worth (experiments/compat_reference.py).
-
-- tree_root_bigram (True): a tree cycle writes the (previous anchor, anchor) bigram row.
-- cut_to_budget (True): trees are cut to the tokens still wanted before verification.
-- robust_rounding (True): int / ceil of the budget arithmetic tolerate binary rounding error, and the
-  long-match ramp is (0.9 − 0.7)·(len − 8)/12 rather than the literal 0.2.
-- largest_remainder_split (True): the 1/i spine split by largest remainder, not sequential floors.
-- cut_extension_at_limit (True): chain extension stops at int(100 c); at c = 1 only consensus.
-- spine_cap (True): at most B_eff − 1 spine nodes, so a tree never exceeds B_eff.
-- fp16_unigram_scores (False): unigram scores stored in float32, not float16.
-- rho0_spine_floor (False): at ρ = 0 the spine gets no alternatives (official: max(1, ·) still).
-- lean_forward (True): the engine's lean forward where supported (official: `transformers`).
-- iso_goose_routing (False): iso trees at the fixed B every cycle (official: Goose's routing and B_eff).
+"""`compat`: whose version of Goose a drafter follows. `compat="harness"` (default) is this harness's Goose;
+`compat="authors"` follows the official implementation (github.com/2kinto/GOOSE_Speculative_Decoding,
+commit c5c8bb37) wherever the two differ, so per-prompt forward calls can be compared with its counters.
+Each difference is one flag of `CompatRules`, described with the official function it follows in
+docs/compat_authors.md; reverting one flag at a time measures what it is worth
+(experiments/compat_reference.py).
 """
 
 from __future__ import annotations
@@ -42,7 +29,6 @@ _AUTHORS_RAMP_SLOPE = 0.2  # goose/context_match.py `match_confidence`: 0.7 + 0.
 
 
 def check_compat(owner: str, value: object) -> str:
-    """`value` must be one of COMPAT_MODES; the error lists them."""
     return check_choice(f"{owner}.compat", value, COMPAT_MODES, why=COMPAT_WHY)
 
 
@@ -82,11 +68,9 @@ class CompatRules:
         return tuple(f.name for f in fields(cls))
 
     def floor(self, x: float) -> int:
-        """int(x) of the budget arithmetic (x >= 0)."""
         return safe_floor(x) if self.robust_rounding else int(x)
 
     def ceil(self, x: float) -> int:
-        """ceil(x) of the branch widths."""
         return safe_ceil(x) if self.robust_rounding else math.ceil(x)
 
     def confidence(self, chain_len: int, consensus: bool, long_match: int = 8) -> float:
@@ -120,5 +104,4 @@ AUTHORS = CompatRules(
 
 
 def rules_for(compat: str) -> CompatRules:
-    """The rules of a `compat` mode ("harness" or "authors")."""
     return AUTHORS if check_compat("compat", compat) == "authors" else HARNESS

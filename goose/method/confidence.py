@@ -13,7 +13,7 @@ SHORT_MATCH_CEILING = 0.6  # c = 0.6 * len / long_match below long_match
 LONG_MATCH_FLOOR = 0.7  # c at len == long_match
 LONG_MATCH_CEILING = 0.9  # c never exceeds this without consensus
 LONG_MATCH_RAMP = 12  # tokens past long_match over which c climbs 0.7 -> 0.9 (= max_chain - long_match
-# (= max_chain − long_match at the defaults: c reaches 0.9 at a full-length match)
+# at the defaults, so c reaches 0.9 at a full-length match)
 
 _EPS = 1e-9  # int(x) of a product like 60 * 0.15 must not lose a unit to binary rounding
 
@@ -91,7 +91,6 @@ def spine_cap(
 def spine_length(
     chain_len: int, b_eff: int, ratio: float, *, floor: Callable[[float], int] = safe_floor, cap: bool = True
 ) -> int:
-    """L = min(len(chain), int(B_eff * ratio)) (with the cap of `spine_cap`)."""
     return min(chain_len, spine_cap(b_eff, ratio, floor=floor, cap=cap))
 
 
@@ -108,7 +107,6 @@ class SpineAcceptanceEMA:
         self.value = self.initial
 
     def update(self, accepted: int, offered: int) -> float:
-        """Fold in one cycle's spine acceptance (no-op when the tree had no spine)."""
         if offered > 0:
             self.value = self.alpha * (accepted / offered) + (1.0 - self.alpha) * self.value
         return self.value

@@ -13,15 +13,11 @@ from goose.validation import HYPERPARAMETERS, check_float_list, check_hyperparam
 
 @dataclass(frozen=True)
 class GooseConfig:
-    """Every Goose hyperparameter with the paper's default (symbols as in docs/paper.md).
-
-    budget B, max_depth D, k K, rho ρ, ema_alpha α and ema_init (a_0), min_score, max_chain, long_match,
-    ngram_lengths, spine_ratio_tiers and _thresholds, chain_extension_threshold, use_bigram and
-    prefill_harvest are the paper's. max_extended_chain is its constant 100 in both places: the extension
-    limit int(100 c) and B_eff = B + int(c·(100 − B)). use_confidence off is the "no consensus bypass"
-    ablation (c = 0). persistent_table keeps the adjacency table across prompts, as TR does (not the
-    paper's setting); compat picks harness or official choices (goose.method.compat). Both are left out of
-    `as_dict` at their defaults so earlier rows' config hashes do not change.
+    """Every Goose hyperparameter with the paper's Table 5 default; symbols as in docs/paper.md (budget B,
+    max_depth D, k K, rho ρ, ema_alpha α). max_extended_chain is the paper's constant 100 in both places:
+    the extension int(100 c) and B_eff = B + int(c·(100 − B)). use_confidence off is the "no consensus
+    bypass" ablation. persistent_table (keep the table across prompts, as TR) and compat
+    (goose.method.compat) are left out of `as_dict` at their defaults, keeping earlier config hashes.
     """
 
     budget: int = 60
@@ -49,7 +45,6 @@ class GooseConfig:
         self._validate()
 
     def _validate(self) -> None:
-        """Every field against its range (goose.validation); the message names field and value."""
         owner = "GooseConfig"
         check_hyperparameters(
             owner,
@@ -76,7 +71,6 @@ class GooseConfig:
         object.__setattr__(self, "spine_ratio_thresholds", thresholds)
 
     def as_dict(self) -> dict[str, Any]:
-        """The hyperparameters as a JSON-friendly dict (tuples become lists)."""
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
         if not self.persistent_table:
             del out["persistent_table"]  # the default: keep earlier rows' config hashes

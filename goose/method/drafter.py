@@ -54,20 +54,16 @@ class GooseDrafter(Drafter):
     def config(self) -> dict[str, Any]:
         return self.cfg.as_dict()
 
-    # ---------------------------------------------------------------- per prompt
     @property
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
-        """The adjacency table is seeded from the prefill logits only with `prefill_harvest`."""
         return self.cfg.prefill_harvest
 
     @property
     def carries_run_state(self) -> bool:  # type: ignore[override]
-        """Only with `persistent_table` does anything outlive a prompt (the table)."""
         return self.cfg.persistent_table
 
     @property
     def verifies_full_tree(self) -> bool:  # type: ignore[override]
-        """compat=authors verifies the whole tree on the last cycles (`cut_to_budget`)."""
         return not self.rules.cut_to_budget
 
     def run_state(self) -> Any:
@@ -96,7 +92,6 @@ class GooseDrafter(Drafter):
         self.confidence = 0.0
         self._prev_anchor = None
 
-    # ---------------------------------------------------------------- per cycle
     def propose(self, committed: list[int]) -> DraftTree:
         if self.table is None:
             raise RuntimeError("GooseDrafter.begin() must be called before propose()")

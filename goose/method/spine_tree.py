@@ -1,8 +1,8 @@
 """The anisotropic spine tree (Goose §4.1, Algorithm 1, docs/paper.md).
 
 Node 0 is the anchor; nodes 1..L the spine, L = min(len(chain), int(B_eff · ratio)); then root
-alternatives, spine alternatives and breadth-first branch extension. Of the branch budget B_eff − 1 − L,
-max(1, int(· ρ)) hangs on the spine (split 1/i) and the rest on the root; what the alternatives leave
+alternatives, spine alternatives and breadth-first branch extension. Of the branch budget b = B_eff − 1 − L,
+max(1, int(b · ρ)) hangs on the spine (split 1/i) and the rest on the root; what the alternatives leave
 unused goes to the extension.
 """
 
@@ -100,7 +100,6 @@ def build_spine_tree(
         used[i].add(tree.tokens[i + 1])
 
     def attach(parent: int, tokens: list[int], scores: list[float], limit: int) -> None:
-        """Hang up to `limit` alternatives under `parent`, best score first."""
         added = 0
         for token, score in zip(tokens, scores, strict=True):
             if added >= limit or len(tree) >= budget or score < min_score:

@@ -15,8 +15,6 @@ from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 
 @dataclass(frozen=True)
 class TreeShape:
-    """The shape counters of one tree (see the module docstring)."""
-
     spine_depth: int
     branch_nodes: int
     branch_on_spine: int

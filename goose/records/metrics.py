@@ -17,7 +17,6 @@ def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def rate(num: float, den: float) -> float:
-    """num / den, NaN when den is 0."""
     return num / den if den else float("nan")
 
 
@@ -83,7 +82,6 @@ def per_prompt_speedups(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]
 
 
 def format_table(header: list[str], rows: list[list[Any]]) -> str:
-    """A plain-text table (numbers to 3 significant decimals) for terminal summaries."""
 
     def fmt(v: Any) -> str:
         if isinstance(v, float):

@@ -21,7 +21,6 @@ _MAX_PACKED_VOCAB = 2**24
 
 
 def _as_int_array(x: torch.Tensor | Sequence[int] | np.ndarray) -> np.ndarray:
-    """Host int64 copy of a token list / tensor."""
     if isinstance(x, torch.Tensor):
         return x.detach().reshape(-1).to("cpu", torch.long).numpy()
     return np.asarray(x, dtype=np.int64).reshape(-1)
@@ -67,7 +66,6 @@ class AdjacencyTable:
         self._seen = np.zeros(vocab_size, dtype=bool)
         self._reset_bigram()
 
-    # ------------------------------------------------------------------ state
     def _reset_bigram(self) -> None:
         self._bg_keys = np.empty(0, dtype=np.int64)  # sorted keys prev * V + tok
         self._bg_slots = np.empty(0, dtype=np.int64)  # row of each key in the row store
@@ -82,15 +80,12 @@ class AdjacencyTable:
 
     @property
     def num_rows(self) -> int:
-        """Tokens with a unigram row."""
         return int(self._seen.sum())
 
     @property
     def num_bigrams(self) -> int:
-        """(prev, token) keys in the bigram tier."""
         return self._bg_count
 
-    # ------------------------------------------------------------------ lookup
     def successors(
         self, token: int, prev: int | None = None, min_score: float = 0.0
     ) -> tuple[list[int], list[float]]:
@@ -117,7 +112,6 @@ class AdjacencyTable:
             return row[0][:n], row[1][:n]
         return row
 
-    # ------------------------------------------------------------------ update
     def _topk_to_host(self, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
         """topk (and softmax over the K logits) on the logits' device, one transfer to the host."""
         with torch.no_grad():
@@ -195,7 +189,6 @@ class AdjacencyTable:
         self._bg_count += n_new
 
     def _grow(self, needed: int) -> None:
-        """Make the bigram row store hold at least `needed` rows (capacity doubles)."""
         cap = self._bg_ids.shape[0]
         if needed <= cap:
             return
@@ -208,7 +201,6 @@ class AdjacencyTable:
             scores[:cap] = self._bg_scores
             self._bg_scores = scores
 
-    # ------------------------------------------------------------------ the two usual updates
     def update_from_tree(
         self,
         tokens: Sequence[int],

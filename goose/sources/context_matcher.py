@@ -53,7 +53,6 @@ class ContextMatcher:
         return len(self.tokens)
 
     def reset(self) -> None:
-        """Forget the pool (a new prompt)."""
         self.tokens = []
         self._index = {n: {} for n in self.ngram_lengths}
 
@@ -88,7 +87,6 @@ class ContextMatcher:
             self.append(committed[len(self.tokens) :])
 
     def occurrences(self, ngram: Sequence[int]) -> list[int]:
-        """Start positions of the earlier occurrences of `ngram` (those with a next token)."""
         index = self._index.get(len(ngram))
         if index is None:
             raise ValueError(f"no index for n = {len(ngram)}; lengths are {self.ngram_lengths}")
@@ -114,7 +112,6 @@ class ContextMatcher:
         return NO_MATCH
 
     def _match_after(self, extended: Sequence[int]) -> ContextMatch:
-        """The match of the drafted text pool + `extended`: its last (longest n-gram) tokens."""
         width = self.ngram_lengths[0]
         tail = list(extended[-width:])
         if len(tail) < width:

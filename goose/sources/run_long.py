@@ -16,7 +16,6 @@ class RunLongTable:
 
     @property
     def carries_run_state(self) -> bool:
-        """The table outlives a prompt only with `persistent_table`."""
         return self.persistent_table
 
     def run_state(self) -> Any:

@@ -1,14 +1,9 @@
-"""Suffix automaton: SAM-Decoding's token source (Hu et al., arXiv 2411.10666, "dynamic SAM").
-
-The automaton over prompt + committed tokens is extended online by the classic construction (Blumer et al.
-1985; amortised O(1) per token). Each state is an endpos class: `length`, suffix `link`, and `first`, the
-end of its earliest occurrence, which the online construction maintains for free (SAM-Decoding's
-`min_endpos`). The longest suffix occurring earlier is advanced incrementally before each token joins the
-automaton, so every match is an earlier one.
-
-`continuation(max_len, climb=True)`: the text after the earliest occurrence of the match; with `climb`
-(SAM-Decoding's `to_anc`) it moves up suffix links while fewer than max_len tokens follow. The earliest
-occurrence is also PLD's and Goose's choice here. The drafter is baselines/sam.py.
+"""Suffix automaton: SAM-Decoding's token source (Hu et al., arXiv 2411.10666, "dynamic SAM"). The automaton
+over prompt + committed tokens grows online (Blumer et al. 1985, amortised O(1) per token); each state
+keeps `first`, the end of its earliest occurrence (SAM-Decoding's `min_endpos`), which the construction
+maintains for free. The longest earlier-occurring suffix advances before each token joins, so every match
+is an earlier one; `continuation` copies after its earliest occurrence (PLD's and Goose's choice too),
+climbing suffix links (`to_anc`) when too few tokens follow.
 """
 
 from __future__ import annotations
@@ -28,9 +23,7 @@ class SuffixAutomaton:
         if tokens:
             self.extend(tokens)
 
-    # ------------------------------------------------------------------ construction
     def reset(self) -> None:
-        """Forget the text (a new prompt): only the root state remains."""
         self.tokens: list[int] = []
         self._next: list[dict[int, int]] = [{}]
         self._link: list[int] = [-1]
@@ -94,7 +87,6 @@ class SuffixAutomaton:
         self._match_state, self._match_len = state, length
 
     def extend(self, tokens: Sequence[int]) -> None:
-        """Append tokens one by one."""
         for token in tokens:
             self.append(token)
 
@@ -108,7 +100,6 @@ class SuffixAutomaton:
         if len(committed) > len(self.tokens):
             self.extend(committed[len(self.tokens) :])
 
-    # ------------------------------------------------------------------ queries
     @property
     def match_length(self) -> int:
         return self._match_len
@@ -132,7 +123,6 @@ class SuffixAutomaton:
         return self.tokens[start : start + max_len]
 
     def occurs(self, pattern: Sequence[int]) -> bool:
-        """Whether `pattern` is a substring of the text (a walk from the root; for tests)."""
         state = 0
         for token in pattern:
             state = self._next[state].get(int(token), -1)

@@ -1,23 +1,13 @@
 """Suffix tree: SuffixDecoding's token source (Oliaro et al., arXiv 2411.04975).
 
-Every suffix of each sequence added, cut at `max_depth` tokens, in a path-compressed trie, as the reference
-stores it (snowflakedb/ArcticInference). A node's count is the number of suffixes through or ending at it,
-i.e. the occurrences of its string; count(w t) / count(w) is the continuation probability, and a drafted
-node's probability is the product along its path (the paper's D(N)).
-
-`append` keeps each sequence's active suffixes (the last max_depth starts) and extends each by the token.
-An active suffix always ends at the end of a node's edge, so one of four cases applies: A1 grow a count-1
-leaf in place; A2 add a leaf; B1 (this suffix alone ends here) the child absorbs the node or the boundary
-moves one token down; B2 step into the child, splitting it after its first token. Each is O(1) nodes, so an
-append costs O(max_depth); the tests compare against counts from scratch. Eviction of sequences is not
-implemented.
-
-`speculate` follows the reference's `SuffixTree::speculate`: for match lengths m = 1, 2, …, draft at most
-MAX_SPEC = min(max_spec_tokens, floor(m · max_spec_factor + max_spec_offset)) tokens (the paper's α p), by
-best-first expansion on path probability (tree) or the most frequent path; keep the draft with the largest
-sum of probabilities (the paper's SCORE), ties to the longer match. Ties the reference leaves unspecified
-are broken deterministically (shallower, earlier parent, smaller id). Lengths stop at max_depth − 1 or at
-the first absent or uncontinued match.
+Every suffix of each sequence, cut at `max_depth`, in a path-compressed trie with counts (occurrences), as
+the reference stores it (snowflakedb/ArcticInference); count(w t) / count(w) is the continuation
+probability, and a draft node's probability is the product along its path (the paper's D(N)). `append`
+extends each active suffix by the token in O(1) nodes (cases A1, A2, B1, B2 below), so an append costs
+O(max_depth); tests compare against counts from scratch. `speculate` follows the reference: for match
+lengths m = 1, 2, … draft up to MAX_SPEC = min(max_spec_tokens, floor(m · max_spec_factor +
+max_spec_offset)) tokens and keep the draft of largest SCORE (sum of D(N)), ties to the longer match;
+unspecified ties are broken deterministically.
 """
 
 from __future__ import annotations
@@ -28,9 +18,9 @@ from dataclasses import dataclass, field
 
 
 class _Node:
-    """A node of the path-compressed tree. Its edge label is ref[start : start + length] (ref is a
-    stored sequence); count = suffixes passing through or ending at it; children are keyed by the
-    first token of their edge."""
+    """A path-compressed node: edge label ref[start : start + length], count of suffixes through it, children
+    keyed by their edge's first token.
+    """
 
     __slots__ = ("count", "children", "parent", "ref", "start", "length")
 
@@ -57,10 +47,7 @@ class SuffixDraft:
 
 
 class SuffixTree:
-    """Depth-limited, path-compressed suffix tree over several token sequences, with counts.
-
-    max_depth  longest suffix kept (tokens); reference default 64
-    """
+    """Depth-limited, path-compressed suffix tree over several token sequences, with counts."""
 
     def __init__(self, max_depth: int = 64) -> None:
         if not isinstance(max_depth, int) or isinstance(max_depth, bool) or max_depth < 1:
@@ -70,26 +57,20 @@ class SuffixTree:
         self._seqs: dict[int, list[int]] = {}
         self._active: dict[int, list[_Node]] = {}  # per sequence, oldest (longest) suffix first
 
-    # ------------------------------------------------------------------ contents
     @property
     def num_tokens(self) -> int:
-        """Tokens added over all sequences (the root's count)."""
         return self.root.count
 
     def sequence_ids(self) -> list[int]:
-        """Ids of the sequences held, in the order they were first added to."""
         return list(self._seqs)
 
     def sequence(self, seq_id: int) -> list[int]:
-        """A copy of sequence `seq_id` (empty if it was never added to)."""
         return list(self._seqs.get(seq_id, ()))
 
     def __len__(self) -> int:
         return self.root.count
 
-    # ------------------------------------------------------------------ incremental update
     def extend(self, seq_id: int, tokens: Iterable[int]) -> None:
-        """Append `tokens` to sequence `seq_id` (created on first use)."""
         for token in tokens:
             self.append(seq_id, token)
 
@@ -147,10 +128,8 @@ class SuffixTree:
                 mid.children[child.ref[child.start]] = child
                 active[i] = mid
 
-    # ------------------------------------------------------------------ queries
     def _walk(self, path: Sequence[int]) -> tuple[_Node, int] | None:
-        """(node, offset) where `path` ends (offset = tokens of the node's edge consumed), or None
-        if `path` is not in the tree."""
+        """(node, offset into its edge) where `path` ends, or None."""
         node, idx = self.root, 0
         for t in path:
             if idx == node.length:
@@ -165,8 +144,7 @@ class SuffixTree:
         return node, idx
 
     def count(self, path: Sequence[int]) -> int:
-        """Occurrences of the token string `path` (len <= max_depth) over all sequences; the empty
-        path counts every token added."""
+        """Occurrences of `path` over all sequences (the empty path: every token)."""
         found = self._walk(path)
         return found[0].count if found else 0
 
@@ -213,10 +191,8 @@ class SuffixTree:
             for m, node in enumerate(reversed(active), start=1):
                 assert self._walk(seq[-m:]) == (node, node.length)
 
-    # ------------------------------------------------------------------ speculation
     def _pattern_matches(self, pattern: Sequence[int]) -> Iterator[tuple[int, _Node, int]]:
-        """(m, node, offset) for the pattern's last m tokens, m = 1, 2, ..., each walked from the
-        root, until one is absent."""
+        """(m, node, offset) for the pattern's last m tokens, m = 1, 2, …, until one is absent."""
         limit = min(len(pattern), self.max_depth - 1)
         n = len(pattern)
         for m in range(1, limit + 1):
@@ -226,8 +202,7 @@ class SuffixTree:
             yield m, found[0], found[1]
 
     def _tail_matches(self, seq_id: int) -> Iterator[tuple[int, _Node, int]]:
-        """The same for the pattern "the last tokens of sequence seq_id", in O(1) per length: the
-        suffix of length m is that sequence's m-th newest active suffix, at a node's end."""
+        """The same for a sequence's own tail in O(1) per length, via its active suffixes."""
         active = self._active.get(seq_id, [])
         limit = min(len(active), self.max_depth - 1)
         for m in range(1, limit + 1):
@@ -243,8 +218,7 @@ class SuffixTree:
         min_token_prob: float = 0.1,
         tree: bool = True,
     ) -> SuffixDraft:
-        """The best draft continuing `pattern` (see the module docstring); max_spec_tokens None =
-        max_depth. Defaults are the reference's, except `tree` (its default is a path)."""
+        """The best draft continuing `pattern`; defaults are the reference's except `tree`."""
         return self._best(
             self._pattern_matches(pattern),
             max_spec_tokens,
@@ -263,8 +237,7 @@ class SuffixTree:
         min_token_prob: float = 0.1,
         tree: bool = True,
     ) -> SuffixDraft:
-        """`speculate(pattern)` for pattern = the tail of sequence `seq_id` itself (a request's own
-        tree over its prompt and output), with no walk from the root."""
+        """`speculate` on sequence `seq_id`'s own tail, with no walk from the root."""
         return self._best(
             self._tail_matches(seq_id),
             max_spec_tokens,
@@ -307,7 +280,6 @@ class SuffixTree:
         heap: list[tuple[float, int, int, int, _Node, int]] = []
 
         def push_next(nd: _Node, i: int, prob: float, depth: int, parent: int) -> None:
-            """Push the candidates that follow position i of nd's edge."""
             if i < nd.length:  # inside an edge: the one continuation, same probability
                 heapq.heappush(heap, (-prob, depth, parent, nd.ref[nd.start + i], nd, i))
                 return

@@ -1,24 +1,11 @@
-"""budget=auto: a wrapper that cuts any tree drafter's tree to the size this hardware pays for (the harness's
-extension; the paper fixes B, docs/paper.md).
-
-The inner drafter proposes at its maximum budget; builders insert parents first and the more valuable nodes
-first, so the first b nodes form a valid tree. The wrapper verifies the prefix with
-
-    b* = argmax_b  E[committed | first b nodes] / latency(b),   E[committed | b] = 1 + Σ_{1 <= i < b} q_i
-
-latency(b) from `goose.engine.budget.cost_model`; exact because a node's acceptance depends only on its own
-path. q_i = Π r along the path, r = P(accepted | parent accepted), estimated per cell (source, depth ≤ 16,
-sibling rank ≤ 8) from every reached node: source, depth and rank are what acceptance depends on (p_s ≫
-p_t), unlike an insertion index. A Beta prior (mean 0.6 for the spine, 0.35 / (rank + 1) otherwise,
-strength 2) sizes the first trees; counts persist across the prompts of a run and are halved past `cap`.
-
-Forgetting: every step multiplies all counts by `decay`, so an unobserved cell drifts back to its prior
-(discounted Beta-Bernoulli, as in discounted UCB, Garivier & Moulines 2011). Without it a source that fails
-several times in a row is cut to the anchor for good and never re-estimated;
-tests/engine/test_auto_budget.py replays that trap.
-
-The inner drafter observes the verified prefix (node indices unchanged), so Goose's spine EMA counts the
-spine nodes actually verified.
+"""budget=auto: cut any tree drafter's tree to the size this hardware pays for (a harness extension; the paper
+fixes B). Builders insert the most valuable nodes first, so the wrapper verifies the prefix of b* nodes
+maximising E[committed | b] / latency(b), with E = 1 + Σ_{i<b} q_i and latency from
+`goose.engine.budget.cost_model`. q_i = Π r along the path, r = P(accepted | parent accepted) per cell
+(source, depth, sibling rank), which is what acceptance depends on (p_s ≫ p_t); Beta prior (0.6 for the
+spine, 0.35 / (rank + 1) otherwise). Counts persist across prompts and decay every step, so an unobserved
+cell returns to its prior: otherwise a source that fails a few times is cut for good (discounted
+Beta-Bernoulli, Garivier & Moulines 2011; tests/engine/test_auto_budget.py).
 """
 
 from __future__ import annotations
@@ -121,7 +108,6 @@ class AcceptanceModel:
         return q
 
     def age(self) -> None:
-        """One step passed: every count times `decay` (no-op at 1)."""
         if self.decay < 1.0:
             self.reached *= self.decay
             self.accepted *= self.decay
@@ -142,9 +128,8 @@ class AcceptanceModel:
 
 
 class AutoBudgetDrafter(Drafter):
-    """Wraps a tree drafter (configured at its maximum budget) and verifies the prefix of its tree that
-    maximises expected tokens/s. `latency` is the engine's `LatencyTable`; `prior_strength` and `decay` as
-    in the module docstring. Adds stats auto_trees, auto_nodes_proposed / _verified, auto_cut_to_ar.
+    """Wraps a tree drafter configured at its maximum budget and verifies the prefix of its tree with the most
+    expected tokens/s. Adds stats auto_trees, auto_nodes_proposed / _verified, auto_cut_to_ar.
     """
 
     def __init__(
@@ -221,7 +206,6 @@ class AutoBudgetDrafter(Drafter):
         lo = self.min_nodes - 1
         return lo + int(np.argmax(rate[lo:])) + 1
 
-    # ------------------------------------------------------------------ drafter contract
     def set_sampling(self, sampling: SamplingParams, seed: int) -> None:
         super().set_sampling(sampling, seed)
         self.inner.set_sampling(sampling, seed)
@@ -283,7 +267,6 @@ def wrap_auto_budget(
 
 
 def auto_budget_factory(make_drafter, engine: VerificationEngine, **kwargs: Any):
-    """A drafter factory whose drafters are wrapped by `wrap_auto_budget` (one calibration)."""
     table = kwargs.pop("latency", None)
     table = engine_latency(engine) if table is None else table
 

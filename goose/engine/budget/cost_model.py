@@ -56,11 +56,9 @@ class LatencyTable:
         return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
 
     def curve(self, n_max: int) -> list[float]:
-        """[latency(1), ..., latency(n_max)]."""
         return [self(n) for n in range(1, n_max + 1)]
 
     def relative(self) -> list[float]:
-        """Latency at each measured size relative to a one-node (AR) step."""
         return [s / self.seconds[0] for s in self.seconds]
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,7 +92,6 @@ class LatencyTable:
 
 
 def monotone(values: Sequence[float]) -> list[float]:
-    """Running maximum: the smallest non-decreasing sequence above `values`."""
     out: list[float] = []
     for v in values:
         out.append(max(v, out[-1]) if out else v)

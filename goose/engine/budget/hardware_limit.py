@@ -134,11 +134,9 @@ class StepFloor:
         return 2.0 * n * self.matmul_params + self.attention_flops_per_pair * n * (kv_len + n)
 
     def seconds(self, n: int, kv_len: int) -> float:
-        """The floor of a step over n nodes after kv_len cached tokens."""
         return max(self.bytes(kv_len) / self.bandwidth, self.flops(n, kv_len) / self.matmul_flops)
 
     def bound(self, n: int, kv_len: int) -> str:
-        """Which resource sets the floor: "memory" or "compute"."""
         return (
             "memory"
             if self.bytes(kv_len) / self.bandwidth >= self.flops(n, kv_len) / self.matmul_flops
@@ -156,7 +154,6 @@ class StepFloor:
 
 
 def measure_floor(model: torch.nn.Module, repeats: int = 5) -> StepFloor:
-    """Measure bandwidth and matmul throughput and return the model's `StepFloor`."""
     cfg = _text_config(model)
     first = next(model.parameters())
     device, dtype = first.device, first.dtype

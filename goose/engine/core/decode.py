@@ -36,8 +36,6 @@ class StepRecord:
 
 @dataclass
 class Generation:
-    """Everything one prompt's generation produced."""
-
     output_ids: list[int]
     forward_calls: int
     wall_time_s: float

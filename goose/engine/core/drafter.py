@@ -20,9 +20,8 @@ from goose.engine.core.tree import DraftTree
 
 @dataclass
 class VerifyOutcome:
-    """What one verification step returned: `logits` [n, V] and `predictions` (argmax) of every node,
-    `accepted_nodes` (root first) and `new_tokens` (accepted tokens plus the bonus, cut at EOS and
-    max_new_tokens).
+    """One verification step's result: logits and argmax `predictions` of every node, `accepted_nodes` (root
+    first) and `new_tokens` (accepted tokens plus the bonus, cut at EOS and max_new_tokens).
     """
 
     logits: torch.Tensor
@@ -33,8 +32,8 @@ class VerifyOutcome:
 
 @dataclass
 class Drafter:
-    """Base class; subclasses override `propose` and, if they learn, `begin` and `observe`. `route` names the
-    step kind chosen by `propose`; `stats` holds method-specific counters for the result row.
+    """Base class: override `propose` and, to learn, `begin` and `observe`; `route` names the step kind,
+    `stats` holds method-specific counters for the result row.
     """
 
     # Whether `begin` needs the logits of every prompt position (a prefill harvest); False spares the LM head.
@@ -58,9 +57,7 @@ class Drafter:
         return {}
 
     def set_sampling(self, sampling: SamplingParams, seed: int) -> None:
-        """Called once per prompt before `begin` with the sequence's sampling settings and seed; only a
-        drafter that samples its drafts (STAND) uses them.
-        """
+        """The sequence's sampling settings and seed, before `begin`; used by sampling drafters (STAND)."""
         self.sampling, self.sampling_seed = sampling, seed
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
@@ -90,14 +87,13 @@ class Drafter:
         """Continue from a `run_state()` snapshot (taken after the same earlier prompts)."""
 
     def count(self, key: str, by: int = 1) -> None:
-        """Increment a method-specific counter in `stats`."""
         self.stats[key] = self.stats.get(key, 0) + by
 
 
 @dataclass
 class ARDrafter(Drafter):
-    """Autoregressive decoding: proposes only the anchor, so τ = 1. The reference every method's output is
-    checked against, hence beside the contract.
+    """Autoregressive decoding: proposes only the anchor (τ = 1); the reference all outputs are checked
+    against.
     """
 
     name: str = "ar"

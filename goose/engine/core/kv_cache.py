@@ -1,11 +1,7 @@
-"""A preallocated KV cache for tree verification, compacted in place (gpt-fast's static cache, eager).
-
-`TreeKVCache` is a `transformers` `Cache` whose layers write each forward's rows into preallocated buffers,
-so there is no `torch.cat` per step. After verification `compact` keeps prefix, root and accepted path: a
-pointer move for a contiguous path, else one gather and copy over a joint buffer [num_layers, 2, B, H,
-capacity, D] shared by all same-shaped layers (a layer on another device gets its own). Every layer keeps
-every key; the engine's masks do any windowing. Growth doubles the capacity. Only what a `transformers`
-forward calls is implemented.
+"""A preallocated KV cache for tree verification, compacted in place (gpt-fast's static cache, eager): no
+`torch.cat` per step. `compact` keeps prefix, root and accepted path by a pointer move for a contiguous
+path, else one gather over a joint [num_layers, 2, B, H, capacity, D] buffer (a layer on another device
+gets its own). Every layer keeps every key; the engine's masks do any windowing.
 """
 
 from __future__ import annotations
@@ -56,7 +52,6 @@ class TreeKVLayer(CacheLayerMixin):
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write the new rows in place; return views of every valid row (old and new)."""
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         start = self.length
@@ -101,7 +96,6 @@ class TreeKVCache(Cache):
         self.storage: torch.Tensor | None = None  # [num_layers, 2, B, H, capacity, D]
         self._spec: tuple | None = None  # (B, H, D, dtype, device) of the joint storage
 
-    # ------------------------------------------------------------------ allocation
     def _bind(self, layer: TreeKVLayer, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         """Give `layer` its buffers: views of the joint storage if its shape matches, else its own."""
         b, h, _, d = key_states.shape
@@ -150,14 +144,11 @@ class TreeKVCache(Cache):
                     setattr(layer, name, new)
         self.capacity = new_cap
 
-    # ------------------------------------------------------------------ sequence bookkeeping
     @property
     def length(self) -> int:
-        """Valid rows of the first layer (all layers agree between forwards)."""
         return self.layers[0].length
 
     def reset(self) -> None:
-        """Start a new sequence; the buffers are kept (no reallocation)."""
         for layer in self.layers:
             layer.length = 0
 

@@ -1,21 +1,12 @@
-"""Sampling (temperature > 0): the warp AR applies, the target's noise, and the two tree verifiers that keep
-the output distribution exactly the target's (docs/paper.md notes that Goose itself is greedy).
+"""Sampling (temperature > 0): the warp AR applies, the target's noise, and two tree verifiers that keep the
+output distribution exactly the target's (the paper is greedy only; docs/paper.md).
 
-Warp, in `transformers`' order: logits / T, top-k (ties at the k-th kept), top-p; p is the result. The
-target's noise is position-keyed Gumbel noise g_t, a function of (seed, t), so AR draws x_t = argmax(log p
-+ g_t).
-
-Deterministic drafts: sample-and-match. Node i draws argmax(log p_i + g_{P+d_i+1}) and is accepted when its
-token equals its parent's draw. Along the accepted path the context is the committed one, so the output
-equals AR's with the same seed; nodes on one path see distinct positions, hence independent noise. No
-lossless verifier accepts more: P(reach v) <= p(path(v)), which this attains. Drafters see only the argmax
-predictions, as at T = 0.
-
-Stochastic drafts (STAND): children are drawn from q_u without replacement, and the step runs
-multi-candidate recursive rejection sampling (SpecTr / RSD): accept c_i with min(1, p_i/q_i), else p_{i+1}
-= norm(max(p_i − q_i, 0)) and q_{i+1} = q_i without c_i; the bonus comes from the residual. Noise comes
-from a device generator seeded per position (reproducible per device type); the rejection uniforms are a
-hash of (seed, t, sibling rank).
+Warp as `transformers`: logits / T, top-k, top-p; p is the result. The target's noise is Gumbel noise g_t
+keyed by (seed, position t), so AR draws argmax(log p + g_t). Deterministic drafts use sample-and-match:
+node i draws with the noise of the position it predicts and is accepted when it equals its parent's draw;
+the accepted path sees the committed context, so the output equals AR's with the same seed, and P(reach v)
+= p(path(v)), the most any lossless verifier gets. Sampled drafts (STAND) use multi-candidate recursive
+rejection sampling (SpecTr / RSD) without replacement.
 """
 
 from __future__ import annotations
@@ -93,7 +84,6 @@ class TargetNoise:
         self._generator = torch.Generator(device=self.device)
 
     def row(self, position: int) -> torch.Tensor:
-        """g_position, [V] fp32 on the device."""
         cached = self._rows.get(position)
         if cached is None:
             self._generator.manual_seed(derive_seed(self.seed, "gumbel", position))
@@ -191,8 +181,8 @@ def rejection_walk(
     first_position: int,
     depths: Sequence[int],
 ) -> tuple[list[int], int]:
-    """Multi-candidate recursive rejection sampling down the tree; returns (accepted path, bonus token).
-    proposals[u] is the q_u that u's children were drawn from, or None (q = δ).
+    """Multi-candidate recursive rejection sampling down the tree: (accepted path, bonus token). proposals[u]
+    is the q_u that u's children were drawn from, or None (q = δ).
     """
     u, path = 0, [0]
     while True:

@@ -60,7 +60,6 @@ class DraftTree:
         return len(self.tokens)
 
     def add(self, token: int, parent: int, source: int) -> int:
-        """Append a node under `parent`; returns its index."""
         self.tokens.append(token)
         self.parents.append(parent)
         self.sources.append(source)

@@ -1,17 +1,8 @@
-"""The shared verification engine: prefill, verify a draft tree in one forward pass, greedy walk, KV
-compaction (Goose §4.2, docs/paper.md). Every method goes through `VerificationEngine.verify`, so every
-method is timed by the same code.
-
-One forward over the n nodes after the cached prefix of length P, with a 4-D additive mask (node i sees the
-prefix, itself and its ancestors) and position ids P + depth(i). Sliding-window layers get their own mask
-that also hides keys at distance >= window, so the result equals sequential decoding.
-
-Per step there is one host sync: the argmax of every node, the on-device acceptance test and a finiteness
-flag come back in one `.tolist()`. The forward is `LeanDecoder` where the architecture allows it, else the
-`transformers` forward; the KV cache is preallocated and compacted in place (goose.engine.core.kv_cache).
-At temperature > 0 steps verify by sample-and-match or recursive rejection sampling
-(goose.engine.core.sampling). Models split by a `device_map` run through the `transformers` forward; the
-engine's tensors live on the input embeddings' device.
+"""The shared verification engine: prefill, one-forward tree verification, greedy walk, KV compaction (Goose
+§4.2, docs/paper.md). Every method goes through `VerificationEngine.verify`, so all are timed by the same
+code. Sliding-window layers get a mask that also hides keys beyond the window, so results equal sequential
+decoding. One host sync per step: node argmaxes, the on-device acceptance test and a finiteness flag come
+back in one `.tolist()`. At T > 0 see goose.engine.core.sampling.
 """
 
 from __future__ import annotations
@@ -62,9 +53,8 @@ def sync_clock(device: torch.device | str) -> float:
 
 
 def greedy_walk(tree: DraftTree, predictions: Sequence[int]) -> list[int]:
-    """Longest path the target would itself have generated greedily (Goose §4.2, Algorithm 3): from the root
-    move to the child whose token is argmax(logits[u]), a SPINE child winning a tie. The engine computes
-    the walk on the device and uses this reference only when a parent has duplicate tokens.
+    """Longest path the target would itself generate greedily (Goose §4.2, Algorithm 3), a SPINE child winning
+    a tie; the device walk falls back to this when a parent has duplicate tokens.
     """
     children = tree.children()
     path = [0]
@@ -93,19 +83,14 @@ def cut_at_stop(tokens: list[int], eos_token_ids: Sequence[int], budget: int) ->
 
 
 def fast_argmax(logits: torch.Tensor) -> torch.Tensor:
-    """argmax over the last dimension, as torch.argmax; half-precision logits are converted to fp32 first
-    (exact, and much faster on CPUs).
-    """
+    """torch.argmax over the last dimension, in fp32 for half-precision logits (exact, faster on CPUs)."""
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()
     return logits.argmax(dim=-1)
 
 
 class VerificationEngine:
-    """Owns the target model's KV cache for one sequence at a time (batch size 1). P is the cached prefix
-    length; the anchor (node 0) is the last committed token, not yet in the cache. `last_forward_s`:
-    seconds from the start of `verify` to its host sync; `steps`: verifications since the prefill.
-    """
+    """Owns the target's KV cache for one sequence (batch size 1); P = cached prefix, anchor = node 0."""
 
     def __init__(
         self,
@@ -117,10 +102,8 @@ class VerificationEngine:
         compile_forward: bool = False,
         cuda_graphs: bool = False,
     ):
-        """lean: use `LeanDecoder` (None = where supported, True = require, False = never). prepack: weights
-        reordered once for oneDNN (goose.engine.forward.packed_linear). compile_forward: the steps' lean
-        forward through `torch.compile` (goose.engine.forward.compiled_forward); off by default since
-        compiling takes minutes.
+        """lean: `LeanDecoder` (None = where supported); prepack: oneDNN-packed weights; compile_forward: the
+        steps' lean forward through `torch.compile` (off by default: compiling takes minutes).
         """
         self.model = model
         self.eos_token_ids = tuple(eos_token_ids)
@@ -165,8 +148,8 @@ class VerificationEngine:
 
     @property
     def forward_name(self) -> str:
-        """Which forward runs (recorded in every row): `transformers`, `lean`, `lean+prepack`, `+compile`,
-        `lean+graphs` (`+static`: padded steps run eagerly).
+        """Which forward runs, recorded in every row (`transformers`, `lean`, `+prepack`, `+compile`,
+        `+graphs`).
         """
         if self.lean is None or has_forward_hooks(self.model):
             return "transformers"
@@ -175,7 +158,6 @@ class VerificationEngine:
             return name + ("+graphs" if self.static.capture else "+static")
         return name + "+compile" if self.compiled else name
 
-    # ----------------------------------------------------------------------------- buffers
     def _reserve(self, rows: int) -> None:
         """Room for `rows` cache rows and position ids 0..rows-1 on the device."""
         assert self.cache is not None
@@ -191,7 +173,6 @@ class VerificationEngine:
             and longest_distance >= self.sliding_window
         )
 
-    # ----------------------------------------------------------------------------- masks
     def _tree_mask(
         self, anc: torch.Tensor, positions: torch.Tensor, max_depth: int
     ) -> torch.Tensor | dict[str, torch.Tensor]:
@@ -246,7 +227,6 @@ class VerificationEngine:
             )[None, None]
         return masks
 
-    # ----------------------------------------------------------------------------- forward passes
     def _forward(
         self,
         input_ids: torch.Tensor,
@@ -290,10 +270,8 @@ class VerificationEngine:
         sampling: SamplingParams | None = None,
         seed: int = 0,
     ) -> torch.Tensor:
-        """Start a new sequence: forward the prompt into the reused cache; return logits [P, V], or only the
-        last row when `all_logits` is False (only drafters that harvest the prefill need every row).
-        max_new_tokens sizes the cache; sets `first_token` (argmax, or the draw at T > 0) and raises
-        NonFiniteLogitsError on a non-finite row.
+        """Start a new sequence in the reused cache; logits [P, V], or the last row unless `all_logits`. Sets
+        `first_token` and raises NonFiniteLogitsError on a non-finite row.
         """
         n = len(prompt_ids)
         if n == 0:
@@ -380,9 +358,7 @@ class VerificationEngine:
         return self._commit(tree, path, predictions[path[-1]], budget, logits, predictions, t1 - t0)
 
     def _tree_forward(self, tree: DraftTree, max_depth: int) -> tuple[torch.Tensor, TreeInputs | None]:
-        """Logits [n, V] of the verification forward and the tree's device inputs (None for the AR fast path);
-        with `cuda_graphs`, trees up to the largest bucket run through `StaticStep`.
-        """
+        """Logits [n, V] of the verification forward and the tree's device inputs (None for AR)."""
         static = self.static
         if static is not None and len(tree) <= static.largest and not has_forward_hooks(self.model):
             if len(tree) == 1:
@@ -407,17 +383,13 @@ class VerificationEngine:
 
     @torch.inference_mode()
     def capture_graphs(self) -> None:
-        """With `cuda_graphs`: capture every graph the current cache can replay, outside any timing (after a
-        prefill, as the warm-up does).
-        """
+        """With `cuda_graphs`: capture every replayable graph now, outside any timing."""
         if self.static is not None:
             self.static.capture_all()
 
     @torch.inference_mode()
     def replayable_forward(self, tree: DraftTree) -> Callable[[], torch.Tensor]:
-        """A function that reruns `verify`'s forward over `tree` after the current prefix and returns its
-        logits without committing anything; its inputs are built once, so a CUDA graph can capture it.
-        """
+        """`verify`'s forward over `tree` as a function that commits nothing, for a CUDA graph to capture."""
         if self.cache is None:
             raise RuntimeError("replayable_forward() before prefill()")
         p = self.prefix_len
@@ -459,9 +431,7 @@ class VerificationEngine:
         )
 
     def _verify_sampled(self, tree: DraftTree, budget: int, t0: float) -> VerifyOutcome:
-        """`verify` at T > 0: each node draws with the noise of the position it predicts; deterministic trees
-        use sample-and-match on the device, trees with proposals rejection sampling on the host.
-        """
+        """`verify` at T > 0: sample-and-match, or rejection sampling for trees with proposals."""
         assert self.noise is not None
         p, n = self.prefix_len, len(tree)
         max_depth = max(tree.depths)
@@ -523,8 +493,8 @@ class VerificationEngine:
     def next_token_margin(
         self, token_ids: Sequence[int], sampling: SamplingParams | None = None, seed: int = 0
     ) -> tuple[int, int, float, float]:
-        """Teacher-forced top-2 ids, margin and top logit at the last position of `token_ids` (no cache), to
-        classify a lossless mismatch as a near-tie; at T > 0 the margin of the perturbed scores.
+        """Teacher-forced top-2 ids, margin and top logit at the end of `token_ids`, to classify a mismatch as
+        a near-tie.
         """
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)
         logits = self.model(input_ids=ids, use_cache=False).logits[0, -1].float().to(self.device)

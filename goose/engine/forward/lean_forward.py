@@ -110,15 +110,11 @@ def has_forward_hooks(model: torch.nn.Module) -> bool:
 
 
 class LeanDecoder(torch.nn.Module):
-    """A lean forward pass for Llama-architecture models and Qwen3 over the same weights: no module hooks, no
-    mask construction, and fused q/k/v and gate/up matmuls. The model's own projection weights are
-    re-pointed to views of the fused ones, so nothing is duplicated and the `transformers` forward of the
-    same model computes what it did. A fused matmul may sum in another order, but every engine method, AR
-    included, runs this forward, so losslessness between methods holds.
-
-    prepack (CPU): projections and LM head as `PackedLinear` (goose.engine.forward.packed_linear); None =
-    where available, False = `F.linear`, True = required. An `nn.Module` so that inductor's freezing treats
-    its buffers as constants when compiled.
+    """A lean forward for Llama-architecture models and Qwen3 over the model's own weights: no hooks, no mask
+    construction, fused q/k/v and gate/up matmuls (the model's projections become views of the fused
+    weights, so nothing is duplicated). Every engine method, AR included, runs this forward, so a fused
+    sum's rounding cannot break losslessness between methods. prepack: `PackedLinear` projections on a CPU
+    (None = where available). An `nn.Module` so that inductor's freezing takes its buffers as constants.
     """
 
     MODEL_TYPES = ("llama", "qwen3")

@@ -1,16 +1,9 @@
-"""Linear layers with weights reordered once for oneDNN (CPU), for the small-M products of verification (M = 1
-for AR, the tree size for a tree).
-
-Why: `F.linear` hands a few-row fp32 product to MKL, which reads the weight well below memory bandwidth,
-and oneDNN reorders a bf16 weight on every call. Reordering once (`mkldnn._reorder_linear_weight`, no batch
-hint) and calling `mkldnn._linear_pointwise` is the prepacking inductor's freezing does, here without
-compiling. A reordered fp32 product sums in another order; `PackedLinear.build` checks each weight against
-`F.linear`. The packed weights are a copy, so later changes to the model's weights are not seen.
-
-bf16 on a CPU without bf16 kernels (`native_bf16()` False, AVX2 only): `F.linear` emulates bf16 at a cost
-growing with the rows, so such a weight is also packed as an fp32 copy; products of more than
-`EMULATED_BF16_MAX_ROWS` rows use it (exact upcast, fp32 sums, rounded to bf16), fewer rows stay on the
-bf16 weight, which reads half the bytes.
+"""Linear layers with weights reordered once for oneDNN (CPU), for verification's small-M products (M = 1 for
+AR, the tree size for a tree): `F.linear` reads a few-row fp32 weight well below bandwidth and oneDNN
+reorders a bf16 weight on every call. This is the prepacking of inductor's freezing, without compiling;
+`PackedLinear.build` checks each weight against `F.linear`. The packed weights are a copy. On a CPU without
+bf16 kernels (AVX2 only) a bf16 weight is also packed as fp32, used above `EMULATED_BF16_MAX_ROWS` rows,
+since emulated bf16 grows costly with the rows.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""Verification steps on static shapes, replayed from CUDA graphs (`VerificationEngine(cuda_graphs=True)`,
-config `cuda_graphs: true`).
+"""Verification steps on static shapes, replayed from CUDA graphs (`cuda_graphs: true`): where the host queues
+a step's few hundred kernels slower than the GPU runs them, one replay launches them all (gpt-fast's
+recipe, captured by hand so the eager lean forward's numerics are kept).
 
-Why: a 7B step launches a few hundred kernels; where the host queues them slower than the GPU runs them, a
-graph replays the whole forward with one launch (gpt-fast's recipe, captured by hand so the eager lean
-forward's kernels and numerics are kept).
-
-A graph needs fixed addresses and shapes. Trees are padded to `BUCKETS` (padding nodes see only themselves
-and are dropped at compaction); attention spans a multiple of `SPAN` cache rows with a mask hiding rows
-past P + b; keys and values are written at device-held row indices (`StaticCacheWriter`); inputs are copied
-into each slot's buffers and the logits cloned out. A reallocated cache invalidates every graph, so the
-engine reserves `MIN_ROWS` and the warm-up's `capture_all` captures every (bucket, span) untimed; later
-captures are counted in the rows. Free cache rows are zeroed (a mask cannot hide NaN), and `scrub` zeroes
-rows a non-finite step wrote. Every method, AR included, runs the same padded steps, so outputs stay
-identical to AR. With `capture=False` the same code runs eagerly, which is how the CPU tests check it.
+A graph needs fixed addresses and shapes: trees are padded to `BUCKETS`, attention spans a multiple of
+`SPAN` rows under a mask, keys are written at device-held rows (`StaticCacheWriter`), and inputs are copied
+into per-slot buffers. A reallocated cache invalidates the graphs, so `MIN_ROWS` are reserved and the
+warm-up captures every slot. Free rows are zeroed, since a mask cannot hide NaN. With `capture=False` the
+same code runs eagerly (the CPU tests).
 """
 
 from __future__ import annotations
@@ -101,7 +95,6 @@ class StaticStep:
         """The padded size of a tree of n nodes (None: larger than every bucket, run eagerly)."""
         return next((b for b in BUCKETS if b >= n), None)
 
-    # ----------------------------------------------------------------------------- buffers
     def _bind(self) -> None:
         """Follow the cache's storage: at a new allocation zero its free rows and drop the stale graphs."""
         cache = self.engine.cache
@@ -167,7 +160,6 @@ class StaticStep:
             else:
                 mask[0, 0].copy_(full)
 
-    # ----------------------------------------------------------------------------- the step
     def _run(self, slot: _Slot) -> torch.Tensor:
         masks = slot.masks if self.engine.layer_types else slot.masks[""]
         return self.engine.lean(slot.ids, slot.positions, masks, slot.writer, False)
