@@ -1,14 +1,8 @@
-"""EAGLE-2-style pruned tree, training-free (SPEC "Baselines").
-
-EAGLE-2's dynamic draft tree with adjacency-table scores in place of a draft model's
-probabilities. A node's value is the product of the scores along its path from the anchor
-(the anchor's value is 1). Expansion goes layer by layer down to depth D: the `topk` most
-valuable nodes of the current layer are expanded, each into its successors (score >= min_score).
-Then the B - 1 most valuable drafted nodes are kept (B nodes with the anchor) and verified.
-
-Why the cut is a subtree: scores are <= 1, so a child's value never exceeds its parent's; ties go
-to the candidate created first, and a parent is always created before its children. Hence every
-kept node's parent ranks ahead of it and is kept too (`prune_by_value` checks the premise).
+"""EAGLE-2-style pruned tree, training-free (docs/paper.md, Baselines): EAGLE-2's dynamic tree with adjacency
+scores in place of a draft model's probabilities. A node's value is the product of scores along its path;
+layer by layer to depth D the `topk` most valuable nodes are expanded, then the B − 1 most valuable drafted
+nodes are kept. Scores are <= 1 and ties go to the earlier node, so the kept set is ancestor-closed
+(`prune_by_value` checks the premise).
 """
 
 from __future__ import annotations
@@ -22,11 +16,8 @@ from goose.validation import check_hyperparameters
 
 
 def prune_by_value(parents: Sequence[int], values: Sequence[float], keep: int) -> list[int]:
-    """Indices of the `keep` most valuable candidates, node 0 (the anchor) always among them,
-    in ascending (= topological) order.
-
-    parents[i] < i for i > 0 (parents[0] == -1); values[i] <= values[parents[i]] is required and
-    checked. Ties rank the smaller index first, so the result is closed under ancestors.
+    """Indices of the `keep` most valuable candidates, node 0 included, ascending. Requires values[i] <=
+    values[parents[i]] (checked); ties to the smaller index, so the result is ancestor-closed.
     """
     n = len(parents)
     if len(values) != n:
@@ -45,7 +36,6 @@ def prune_by_value(parents: Sequence[int], values: Sequence[float], keep: int) -
 
 
 def subtree(tokens: Sequence[int], parents: Sequence[int], kept: Sequence[int]) -> DraftTree:
-    """The DraftTree of the ascending, ancestor-closed candidate indices `kept` (kept[0] == 0)."""
     new_index = {old: new for new, old in enumerate(kept)}
     tree = DraftTree.single(tokens[kept[0]])
     for old in kept[1:]:
@@ -54,8 +44,9 @@ def subtree(tokens: Sequence[int], parents: Sequence[int], kept: Sequence[int]) 
 
 
 class Eagle2Drafter(AdjacencyDrafter):
-    """Value-pruned dynamic tree over the adjacency table: budget B (`budget`, anchor included),
-    depth D (`max_depth`), `topk` nodes expanded per layer, K (`k`) successors per table row."""
+    """Value-pruned dynamic tree over the adjacency table: budget B, depth D, `topk` nodes expanded per layer,
+    K successors per row.
+    """
 
     def __init__(
         self,
@@ -85,11 +76,9 @@ class Eagle2Drafter(AdjacencyDrafter):
         }
 
     def node_budget(self, committed: list[int]) -> int:
-        """B for this step, anchor included."""
         return self.budget
 
     def expand(self, anchor: int, prev_anchor: int | None) -> tuple[list[int], list[int], list[float]]:
-        """Candidate tree (tokens, parents, values) in layer order, before pruning."""
         tokens, parents, values = [anchor], [-1], [1.0]
         layer = [0]
         for _ in range(self.max_depth):

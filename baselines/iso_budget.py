@@ -1,10 +1,6 @@
-"""Isotropic control at Goose's confidence-dependent budget (SPEC "Isotropic control": same
-adjacency source, same budget rule).
-
-`IsotropicGooseBudgetDrafter` is `baselines.isotropic.IsotropicDrafter` (balanced k-ary tree,
-k = 3 or 5) whose node budget per step is Goose's B_eff = B + int(c * (max_extended_chain - B)),
-c being the confidence of the context match at the current position (no chain extension: the tree
-has no spine, only its size follows c). The plain iso3 / iso5 presets keep the fixed budget B.
+"""Isotropic control at Goose's confidence-dependent budget (Goose §5.3, docs/paper.md: same adjacency source,
+same budget rule): a balanced k-ary tree of B_eff = B + int(c · (max_extended_chain − B)) nodes, c the
+context match's confidence (no spine, no chain extension). iso3 / iso5 keep B.
 """
 
 from __future__ import annotations
@@ -21,12 +17,8 @@ from goose.validation import check_hyperparameters, check_int
 
 
 class IsotropicGooseBudgetDrafter(IsotropicDrafter):
-    """Isotropic tree whose budget is B_eff of the context match's confidence c.
-
-    branching, max_depth (D), budget (B), k (K), min_score, use_bigram, prefill_harvest: as for
-    IsotropicDrafter. max_chain, long_match, ngram_lengths: the context matcher and confidence
-    schedule of Goose; max_extended_chain: the budget a fully confident step reaches (c = 1).
-    stats: b_eff_sum (sum of B_eff over steps).
+    """Isotropic tree whose budget is B_eff of the context match's confidence c. Arguments as for
+    IsotropicDrafter, plus Goose's matcher and confidence settings; stats: b_eff_sum.
     """
 
     def __init__(
@@ -69,7 +61,6 @@ class IsotropicGooseBudgetDrafter(IsotropicDrafter):
         self.matcher.append(prompt_ids)
 
     def node_budget(self, committed: list[int]) -> int:
-        """B_eff of this step: B + int(c * (max_extended_chain - B))."""
         self.matcher.sync(committed)
         found = self.matcher.match()
         c = match_confidence(len(found.chain), found.consensus, self.long_match)

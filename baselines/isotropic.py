@@ -1,15 +1,9 @@
-"""Isotropic control (SPEC "Isotropic control"): balanced k-ary trees from the adjacency table.
+"""Isotropic control (Goose §5.3, docs/paper.md): balanced k-ary trees from the adjacency table.
 
-Same branch source as Goose (per-prompt adjacency table with K successors, bigram tier, prefill
-harvest, min_score) and the same budget B, but no spine: breadth-first expansion from the anchor
-where every node takes its top-`branching` successors (k = 3 for iso3, 5 for iso5), down to depth
-D, until the tree holds B nodes (anchor included).
-
-`compat="authors"` follows the official implementation's isotropic control (goose/decoding.py and
-goose/tree.py `build_isotropic_tree` with `GooseConfig(topology="isotropic")`) wherever it differs
-(goose.method.compat): Goose's routing and confidence-dependent budget B_eff (a context matcher at
-Goose's defaults), no root bigram from tree cycles, float16 unigram scores, the whole tree verified
-on the last cycles.
+Goose's branch source and budget B, but no spine: breadth-first from the anchor every node takes its
+top-`branching` successors (k = 3 for iso3, 5 for iso5) down to depth D until the tree holds B nodes.
+`compat="authors"` follows the official isotropic control (goose.method.compat): Goose's routing and B_eff,
+no root bigram from tree cycles, float16 unigram scores, whole-tree verification.
 """
 
 from __future__ import annotations
@@ -29,16 +23,12 @@ from goose.validation import check_hyperparameters
 
 
 def prev_of_anchor(committed: list[int]) -> int | None:
-    """The committed token before the anchor (the root's bigram predecessor), if any."""
     return committed[-2] if len(committed) >= 2 else None
 
 
 class AdjacencyDrafter(Drafter):
-    """Shared state of the drafters that read a per-prompt adjacency table (iso, eagle2).
-
-    The table (K successors, optional bigram tier) is allocated lazily in `begin`, reset per
-    prompt, harvested from the prefill logits if `prefill_harvest`, and overwritten from every
-    verification forward (all nodes, rejected ones included).
+    """Shared state of the drafters reading a per-prompt adjacency table (iso, eagle2): allocated in `begin`,
+    reset per prompt, seeded from the prefill if `prefill_harvest`, updated from every node.
     """
 
     def __init__(self, name: str, k: int, min_score: float, use_bigram: bool, prefill_harvest: bool) -> None:
@@ -60,7 +50,6 @@ class AdjacencyDrafter(Drafter):
 
     @property
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
-        """The table is seeded from the prefill logits only with `prefill_harvest`."""
         return self.prefill_harvest
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
@@ -78,7 +67,6 @@ class AdjacencyDrafter(Drafter):
         self._prev_anchor = None
 
     def successors(self, token: int, prev: int | None) -> tuple[list[int], list[float]]:
-        """Successors above min_score (bigram row first when the tier is on)."""
         assert self.table is not None, "begin() must be called before propose()"
         return self.table.successors(token, prev if self.use_bigram else None, self.min_score)
 
@@ -93,18 +81,10 @@ class AdjacencyDrafter(Drafter):
 
 
 class IsotropicDrafter(AdjacencyDrafter):
-    """Balanced tree: every node takes its top-`branching` successors (score >= min_score),
-    breadth-first, depth <= D (`max_depth`), at most B (`budget`) nodes with the anchor.
-
-    `node_budget(committed)` returns the budget of this step (B by default); a subclass may
-    override it, e.g. with Goose's confidence-dependent B_eff.
-
-    compat="authors" (goose.method.compat, `iso_goose_routing`): each cycle is routed as Goose's
-    (official goose/decoding.py `_Session._cycle`): a tree at B_eff = B + int(c * (100 - B)) of
-    the context match's confidence c when the anchor has adjacency successors, else the context
-    match verified as a plain chain ("chain"), else an AR step. The context matcher and confidence
-    schedule take Goose's defaults (goose.method.config.GooseConfig), as the official
-    `GooseConfig(topology="isotropic")` does.
+    """Balanced tree: every node takes its top-`branching` successors, breadth-first, depth <= D, at most B
+    nodes; `node_budget` may be overridden (e.g. Goose's B_eff). compat="authors" (`iso_goose_routing`)
+    routes each cycle as Goose does: a tree at B_eff when the anchor has successors, else the context
+    chain, else AR, with Goose's default matcher.
     """
 
     def __init__(
@@ -132,7 +112,6 @@ class IsotropicDrafter(AdjacencyDrafter):
 
     @property
     def verifies_full_tree(self) -> bool:  # type: ignore[override]
-        """compat=authors verifies the whole tree on the last cycles (goose.method.compat)."""
         return not self.rules.cut_to_budget
 
     def config(self) -> dict[str, Any]:
@@ -156,11 +135,9 @@ class IsotropicDrafter(AdjacencyDrafter):
             self.matcher.append(prompt_ids)
 
     def node_budget(self, committed: list[int]) -> int:
-        """B for this step, anchor included."""
         return self.budget
 
     def build_tree(self, anchor: int, prev_anchor: int | None, budget: int) -> DraftTree:
-        """Breadth-first k-ary expansion from the anchor."""
         tree = DraftTree.single(anchor)
         queue = deque([0])
         while queue and len(tree) < budget:
@@ -188,8 +165,7 @@ class IsotropicDrafter(AdjacencyDrafter):
         return tree
 
     def _propose_goose_routed(self, anchor: int, committed: list[int]) -> DraftTree:
-        """Goose's routing with an isotropic tree at B_eff (compat=authors; official
-        goose/decoding.py `_Session._cycle` / `_speculate`, goose/tree.py `build_isotropic_tree`)."""
+        """Goose's routing with an isotropic tree at B_eff (compat=authors)."""
         assert self.table is not None, "begin() must be called before propose()"
         goose, rules = self._goose, self.rules
         self.matcher.sync(committed)

@@ -1,71 +1,11 @@
 """OPT-Tree (Wang et al., arXiv 2406.17276) over Goose's own candidate pool: the E(A)-maximising tree.
 
-OPT-Tree gives each candidate node the estimated probability that its whole path is accepted and
-keeps the B nodes with the largest values. The expected accepted length of a tree is
-
-    E(A) = Σ_{v in tree, v ≠ anchor} P(path to v accepted),
-
-and since a child's value never exceeds its parent's, the B most valuable candidates form a
-tree: that tree maximises E(A) among all trees of B nodes drawn from the candidate pool. Goose
-instead *prescribes* an anisotropic shape (spine ratio, ρ, harmonic split); `method=opt_tree`
-builds the E(A)-optimal tree over exactly the candidates Goose draws from, so the two differ only
-in how the budget is allocated.
-
-Candidate pool (Goose's, SPEC "Goose" steps 1, 3, 5, 6):
-  - spine: the context matcher's continuation (`goose.sources.context_matcher`, n-grams (5, 4, 3),
-    up to max_chain tokens), extended by repeated matching as Goose does when the match
-    confidence c > chain_extension_threshold (up to int(max_extended_chain * c) tokens; with
-    `extend_chain`); one chain under the anchor, nodes labelled SPINE;
-  - branches: the adjacency table's successors (`goose.sources.adjacency`: top-K per token, bigram
-    tier first, prefill harvest, fresh per prompt, updated from every verified node; successors
-    below min_score never drafted), labelled BRANCH: under the anchor and under every spine node
-    (skipping the next spine token), and under every branch node shallower than D.
-
-Node value. v(node) = Π over the path anchor -> node of r(source, depth, rank), r = P(node
-accepted | parent accepted), learnt online by `goose.engine.budget.auto_budget.AcceptanceModel`, the
-learner budget=auto uses: Beta-smoothed counts per (source, depth capped at 16, sibling rank
-capped at 8), updated from every verified tree (a node whose parent is on the accepted path was
-"reached"; it was accepted if it is on the path), halved past 256 reached nodes per cell. Counts
-persist across the prompts of a run (one drafter per cell), like budget=auto's.
-Priors before any observation (the learner's own): r = spine_prior = 0.6 for SPINE nodes at any
-depth and rank, r = branch_prior / (rank + 1) = 0.35 / (rank + 1) for BRANCH nodes, each worth
-prior_strength = 2 pseudo-observations. So the first tree of a run has spine values 0.6^d,
-root alternatives 0.175, 0.117, ... and their children 0.35 times that: at B = 60 a spine of
-about 8 (0.6^8 ≈ 0.017) among wide, shallow branches, until the data take over. `run_state()`
-is the learner (the runner checkpoints it after each prompt).
-
-Selection (best first). A max-heap of frontier candidates keyed by (value desc, depth asc, the
-parent's position in the tree asc, rank asc): pop the best, append it to the tree, then push its
-own best child and the next-best sibling it was chosen over. A child enters the heap only after
-its parent is in the tree, so a child never outranks its parent even when they tie (a rate of
-1.0); a tie between nodes of different depths goes to the shallower one. Each step costs
-O(B (K + log B)) (one adjacency lookup and a sort of <= K + 1 candidates per kept node, <= 2
-heap pushes per pop) and reads no history: the matcher and the table update incrementally and the
-rate table has a fixed size. The tree comes out in pop order, so every prefix of it is the best
-tree of that size: budget=auto (`goose.engine.budget.auto_budget`), which keeps a prefix, cuts it
-correctly.
-
-Design decisions where the OPT-Tree paper is silent or does not apply (no draft model here):
-  - r replaces the draft model's softmax: training-free sources have no calibrated probability,
-    so acceptance is measured per (source, depth, rank); the adjacency score only filters
-    (min_score) and orders siblings, which is what `rank` captures (BEYOND.md §3).
-  - rank = position among the parent's candidates: the spine child first (rank 0), then the
-    adjacency successors by descending score, skipping the spine token. This is Goose's insertion
-    order, so on a full Goose tree the keys are the ones budget=auto's learner uses.
-  - OPT-Tree's layer-wise beam (top-n per layer, stop when E(A) grows by <= δ) only decides when
-    to stop running the draft model; drafting here is free, so δ = 0 and the best-first heap
-    returns the same top-B set without materialising n x n candidates per layer.
-  - D bounds branch expansion as in Goose (branch nodes at depth >= D get no children), not
-    OPT-Tree's max_depth = 10 on the whole tree: the spine may be deeper (its length bounds it).
-  - B is fixed (no Goose B_eff): the method's question is the allocation of a given budget.
-  - The learner is updated from the tree actually verified (a budget=auto prefix and/or the
-    engine's depth cut near the end of the window or of max_new_tokens), mapped back to the
-    proposed nodes.
-
-Routes: "spine_tree" (spine and branches), "chain" (spine only), "branch_tree" (branches only),
-"ar" (no candidate). stats (per prompt): route_<route>; shape_* (spine depth and branch placement
-of the verified trees, `goose.method.tree_shape`); opt_expected_accepted, the summed E(A) the
-verified trees were predicted to accept (compare with the row's accepted counts).
+E(A) = Σ_{v ≠ anchor} P(path to v accepted); a child's value never exceeds its parent's, so the B most
+valuable candidates form the E(A)-optimal tree. Over exactly Goose's candidates (the extended context chain
+as SPINE, adjacency successors as BRANCH; Goose §4.1, docs/paper.md) it differs from Goose only in how the
+budget is allocated. Values are Π r(source, depth, rank) from budget=auto's `AcceptanceModel`, learnt
+across prompts; a best-first heap makes every prefix the best tree of its size. Without a draft model r
+replaces the draft softmax, δ = 0, D bounds branches only, and B is fixed.
 """
 
 from __future__ import annotations
@@ -90,12 +30,8 @@ from goose.validation import check_bool, check_float, check_hyperparameters, che
 
 @dataclass(frozen=True)
 class Candidate:
-    """A possible child of a tree node.
-
-    token   its token id (distinct among one node's candidates)
-    source  SPINE or BRANCH
-    rank    position among the node's candidates (spine child first, then adjacency order)
-    rate    r, estimated P(accepted | parent accepted), in [0, 1]
+    """A possible child of a tree node: token, source (SPINE / BRANCH), rank among the node's candidates
+    (spine child first), and rate r.
     """
 
     token: int
@@ -104,8 +40,7 @@ class Candidate:
     rate: float
 
 
-# children(tree, node) -> the candidates of tree node `node`; called once per node, when it enters
-# the tree (the tree holds the node's path, so the callback can read its tokens).
+# children(tree, node) -> the candidates of `node`, called once when it enters the tree.
 ChildrenFn = Callable[[DraftTree, int], Sequence[Candidate]]
 
 
@@ -119,15 +54,12 @@ class SelectedTree:
 
     @property
     def expected_accepted(self) -> float:
-        """E(A): the summed path values of the drafted nodes."""
         return sum(self.values[1:])
 
 
 def select_best_first(anchor: int, children: ChildrenFn, budget: int) -> SelectedTree:
-    """The `budget` (anchor included) most valuable nodes of the candidate tree that `children`
-    spans from `anchor`, in best-first order (see the module docstring): value = product of the
-    rates along the path; ties go to the shallower node, then to the node whose parent entered
-    the tree first, then to the lower rank. Every prefix of the result is the best tree of its size.
+    """The `budget` most valuable nodes (anchor included) of the candidate tree spanned by `children`, in
+    best-first order; every prefix is the best tree of its size.
     """
     if budget < 1:
         raise ValueError(f"budget = {budget}: must be >= 1")
@@ -166,23 +98,9 @@ def select_best_first(anchor: int, children: ChildrenFn, budget: int) -> Selecte
 
 
 class OptTreeDrafter(AdjacencyDrafter):
-    """OPT-Tree's E(A)-maximising tree of B nodes over Goose's spine and branch candidates.
-
-    budget                     B, nodes of the tree, anchor included
-    max_depth                  D, branch nodes at depth >= D get no children
-    k                          K, adjacency top-k per token
-    min_score                  adjacency successors scoring below this are never drafted
-    max_chain                  longest continuation of one context match
-    ngram_lengths              n-gram lengths of the context matcher, longest first
-    extend_chain               extend confident chains by repeated matching, as Goose does
-    max_extended_chain         a chain of confidence c is extended to int(max_extended_chain * c)
-    long_match                 chain length from which a match counts as long (c >= 0.7)
-    chain_extension_threshold  chains are extended when c > this
-    use_bigram                 consult the (previous token, token) adjacency tier first
-    prefill_harvest            seed the adjacency table from the prefill logits
-    prior_strength             pseudo-observations of the acceptance-rate prior
-    spine_prior                prior r of a spine node
-    branch_prior               prior r of a branch node of rank 0 (rank j: branch_prior / (j + 1))
+    """OPT-Tree's E(A)-maximising tree of B nodes over Goose's candidates. Hyperparameters as `GooseConfig`
+    (B, D, K, min_score, matcher and chain extension), plus the acceptance prior: `prior_strength`,
+    `spine_prior`, `branch_prior` (rank j: branch_prior / (j + 1)).
     """
 
     def __init__(
@@ -258,9 +176,7 @@ class OptTreeDrafter(AdjacencyDrafter):
             "branch_prior": self.branch_prior,
         }
 
-    # ---------------------------------------------------------------- state across prompts
-    # The learnt rates outlive a prompt (the adjacency table and the context pool do not), so the
-    # runner checkpoints them after every prompt and a resumed cell restores them.
+    # The learnt rates outlive a prompt and are checkpointed by the runner.
     carries_run_state = True
 
     def run_state(self) -> Any:
@@ -270,7 +186,6 @@ class OptTreeDrafter(AdjacencyDrafter):
         self.acceptance = copy.deepcopy(state)
         self._rates = None
 
-    # ---------------------------------------------------------------- per prompt
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Fresh adjacency table (prefill harvest if on) and context pool; the learnt rates stay."""
         super().begin(prompt_ids, prefill_logits)
@@ -278,16 +193,13 @@ class OptTreeDrafter(AdjacencyDrafter):
         self.matcher.append(prompt_ids)
         self._proposed = None
 
-    # ---------------------------------------------------------------- per cycle
     def rate(self, source: int, depth: int, rank: int) -> float:
-        """r(source, depth, rank) from the learner (cached until its next update)."""
         if self._rates is None:
             table = self.acceptance.rate_table()
             self._rates = {s: table[s].tolist() for s in (SPINE, BRANCH)}
         return self._rates[source][min(depth, MAX_DEPTH_BUCKET)][min(rank, MAX_RANK_BUCKET)]
 
     def spine_chain(self) -> list[int]:
-        """The context match's continuation, extended as Goose extends it when confident."""
         found = self.matcher.match()
         chain = list(found.chain)
         if chain and self.extend_chain:
@@ -298,9 +210,9 @@ class OptTreeDrafter(AdjacencyDrafter):
         return chain
 
     def candidates(self, tree: DraftTree, node: int) -> list[Candidate]:
-        """Goose's candidates under `node`: the next spine token (anchor and spine nodes), then the
-        adjacency successors (anchor, spine nodes, branch nodes shallower than D), skipping the
-        spine token; rank = position in this list."""
+        """Goose's candidates under `node`: the next spine token, then adjacency successors (skipping it);
+        rank = position in this list.
+        """
         source, depth = tree.sources[node], tree.depths[node]
         if source == BRANCH and depth >= self.max_depth:
             return []
@@ -339,10 +251,9 @@ class OptTreeDrafter(AdjacencyDrafter):
         return tree
 
     def verified_nodes(self, tree: DraftTree) -> list[int] | None:
-        """Indices in the proposed tree of the verified tree's nodes, or None if it is not the
-        proposed tree, a prefix of it (budget=auto), or its depth cut (the engine's
-        `truncate_depth`), or both: the nodes of depth <= the verified tree's depth, in order,
-        cut to its length."""
+        """Indices in the proposed tree of the verified tree's nodes (a budget=auto prefix and/or a depth cut
+        of it), or None if it is neither.
+        """
         if self._proposed is None:
             return None
         proposed = self._proposed.tree
@@ -353,7 +264,6 @@ class OptTreeDrafter(AdjacencyDrafter):
         return nodes
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
-        """Adjacency update from every node; the verified nodes' acceptance updates the rates."""
         super().observe(tree, outcome)
         count_tree_shape(self, tree)
         nodes = self.verified_nodes(tree) if len(tree) > 1 else None

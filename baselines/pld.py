@@ -1,9 +1,6 @@
-"""Prompt Lookup Decoding (Saxena 2023) as SPEC defines it.
-
-Match the last n tokens (n = 3, 2, 1, longest first) in prompt + output and draft up to 10 tokens
-that followed the match, as one chain. Where the original is silent on which occurrence to copy,
-we take the earliest one (as the Goose context matcher does, and as transformers' prompt lookup
-does). The chain's nodes are context-matched tokens, labelled SPINE, so p_s comes out of PLD runs.
+"""Prompt Lookup Decoding (Saxena 2023; docs/paper.md, Baselines): match the last n tokens (n = 3, 2, 1) in
+prompt + output and draft up to 10 following tokens as one chain, from the earliest occurrence (as Goose's
+matcher and transformers do). Nodes are SPINE, so PLD runs report p_s.
 """
 
 from __future__ import annotations

@@ -1,32 +1,15 @@
-"""SAM-Decoding (Hu et al., "SAM Decoding: Speculative Decoding via Suffix Automaton", arXiv
-2411.10666, ACL 2025) with Token Recycling as the auxiliary method, on the shared engine.
+"""SAM-Decoding (Hu et al., arXiv 2411.10666, ACL 2025) with Token Recycling as the auxiliary method.
 
-Per prompt, a suffix automaton over prompt + committed tokens (goose/sources/suffix_automaton.py,
-the paper's "dynamic SAM") holds the longest suffix of the text that occurred earlier, advanced
-incrementally as tokens are committed. Each step:
+A per-prompt suffix automaton (goose/sources/suffix_automaton.py, the "dynamic SAM") holds the longest
+earlier-occurring suffix. Each step: a match of at least `match_threshold` drafts the tokens after its
+earliest occurrence as one chain ("sam_chain", SPINE); else TR's tree ("tr_tree", BRANCH) or AR. A chain
+*or* a tree, as the reference's `DraftModel.lookup`; Goose hangs both sources on one tree, which makes SAM
+the closest prior art.
 
-- match length l >= `match_threshold`: draft the `max_draft_len` tokens that followed the
-  earliest occurrence of that suffix as one chain (route "sam_chain", nodes labelled SPINE);
-- else: draft Token Recycling's tree (route "tr_tree", nodes labelled BRANCH), or an AR step when
-  TR's table has nothing for the anchor yet (route "ar").
-
-This is the paper's switch: a chain *or* a tree, chosen by the match length (its code, samd/draft.py
-`DraftModel.lookup`, returns a "sequence" candidate when the match length reaches `len_threshold`
-and the auxiliary tree otherwise; nothing is merged). Goose instead hangs both sources on one tree,
-which is why SAM-Decoding is the closest prior art to compare it with.
-
-Token Recycling is reused by composition (baselines/token_recycling.py, unchanged): its adjacency
-table is overwritten from the logits of every verified tree, the SAM chains included (as the
-reference code updates its TR table after every forward of either kind), it is not seeded from the
-prefill, and it persists across the prompts of a run, as TR itself does in this harness (SPEC
-"Baselines"). SAM-Decoding's own TR harvests the prompt's prefill logits too; this harness keeps
-TR's behaviour so that `sam` differs from `tr` only by the automaton's chains.
-
-Left out: the paper's *static* SAM over a text corpus (and its length bias `len_bias` = 5 against
-the dynamic one). The offline harness ships no corpus, and a corpus built from other answers would
-carry information across prompts that no other method gets; with the dynamic SAM alone the
-defaults below are the reference code's (hyx1999/SAM-Decoding, samd/samd_config.py and
-scripts/inference_samd.sh, the settings of the paper's Spec-Bench runs).
+TR is reused unchanged: its table learns from every verified tree, not from the prefill, and persists
+across prompts, so `sam` differs from `tr` only by the chains. The static corpus SAM is left out (no corpus
+offline, and it would carry information across prompts); defaults are the reference code's
+(hyx1999/SAM-Decoding).
 """
 
 from __future__ import annotations
@@ -41,22 +24,14 @@ from goose.engine.core.tree import SPINE, DraftTree
 from goose.sources.suffix_automaton import SuffixAutomaton
 from goose.validation import check_bool, check_hyperparameters, check_int, check_str
 
-# Reference-code defaults (see conf/method/sam.yaml): n_predicts = 40 verified positions, the
-# anchor included, i.e. 39 copied tokens; len_threshold = 5.
+# Reference defaults: n_predicts = 40 positions with the anchor (39 copied tokens); len_threshold = 5.
 SAM_MAX_DRAFT_LEN = 39
 SAM_MATCH_THRESHOLD = 5
 
 
 class SamDrafter(Drafter):
-    """SAM-Decoding: suffix-automaton chain when the longest earlier-occurring suffix is at least
-    `match_threshold` tokens long, Token Recycling's tree otherwise.
-
-    max_draft_len        tokens copied after the earliest occurrence of the match (chain length,
-                         anchor excluded)
-    match_threshold      l_threshold: shortest match length that drafts the chain
-    climb_suffix_links   when fewer than max_draft_len tokens follow the earliest occurrence, copy
-                         from a shorter suffix of the match instead (reference code's `to_anc`)
-    k                    Token Recycling's K (successor ids per table row)
+    """SAM-Decoding: an automaton chain of `max_draft_len` tokens when the match is at least `match_threshold`
+    long, TR's tree (K = `k`) otherwise; `climb_suffix_links` is the reference's `to_anc`.
     """
 
     def __init__(
@@ -99,7 +74,6 @@ class SamDrafter(Drafter):
             "tr_persistent_table": tr["persistent_table"],
         }
 
-    # ------------------------------------------------------------------ state across prompts
     # The automaton is per prompt; TR's table is what outlives a prompt.
     @property
     def carries_run_state(self) -> bool:  # type: ignore[override]
@@ -111,7 +85,6 @@ class SamDrafter(Drafter):
     def restore_run_state(self, state: Any) -> None:
         self.tr.restore_run_state(state)
 
-    # ------------------------------------------------------------------ drafter contract
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Fresh automaton over the prompt; TR keeps its run-long table (no prefill harvest)."""
         super().begin(prompt_ids, prefill_logits)

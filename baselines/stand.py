@@ -1,40 +1,11 @@
-"""STAND (Song et al., arXiv 2506.04708): stochastic adaptive n-gram drafting, model-free.
+"""STAND (Song et al., arXiv 2506.04708): stochastic adaptive n-gram drafting, model-free; no reference code
+is public, so choices where the paper is silent are ours.
 
-What the paper gives (`../shared/paper/BEYOND.md` §2.4): an n-gram table that stores the target's
-*distributions* (top-k tokens and their logits) rather than token ids, drafts *sampled* from those
-distributions, siblings drawn without replacement (Gumbel-top-k), a data-driven tree, and
-verification with the real proposal probabilities q. No reference code is public; every choice
-below where the paper is silent is this harness's, named as such.
-
-Table (`NgramDistributionTable`). Keys are the last n tokens of a context, n = 1..max_order; the
-value is the top-K (token, logit) of the target's logits after that context, from the most recent
-forward that saw it (freshest wins, as Token Recycling's table). Every verified node updates the
-table (rejected nodes too: their logits are the target's distribution after their own context,
-whatever the accepted path), and the prefill does when `prefill_harvest` is on. Lookup takes the
-longest stored suffix of the node's context. (Choices: K = 8 as TR, orders 1-3; the logits are
-stored raw, so one table serves every temperature.)
-
-Proposal q at a node: the sampling warp of the run (temperature, top-k, top-p; `SamplingParams`)
-applied to the stored logits, renormalised over the stored tokens: the table's estimate of the
-target's warped p after that context.
-
-Tree (data-driven, best-first; a choice). A heap of *slots* "draw the next child of node u",
-scored before the draw by value(u) · Σ_x q_i(x) q_u(x) (the chance that a draw from what is left
-of q_u matches a target that samples from q_u), where value(child) = value(u) · q_u(child) once
-drawn (root value 1). The best slot is drawn next: its child is the next token of u's
-Gumbel-top-k order (sampling without replacement from q_u, `gumbel_order`). Children of a node
-are therefore a prefix of its draw order, as the rejection walk requires; a node is never dropped
-after it was drawn, and whether a slot is drawn is decided from earlier draws only — a decision
-that looked at the draw itself would bias recursive rejection sampling. Limits: B nodes, depth D,
-at most `max_children` per node. With budget=auto the latency table sizes the tree the same way
-(`use_latency`): a slot is drawn only while the best plan of the open slots still raises the
-expected tokens per second of the step, so the auto wrapper never cuts a sampled tree.
-
-Verification at T > 0 is multi-candidate recursive rejection sampling with the without-replacement
-correction (goose.engine.core.sampling.rejection_walk), with these q attached to the tree
-(`DraftTree.proposals`). At T = 0 the drafter is deterministic (children in the order of the stored
-logits, q taken at temperature 1 only to score slots) and the engine's greedy verifier makes the
-output identical to AR.
+An n-gram table (orders 1..max_order) keeps the target's raw top-K logits after each context, from every
+verified node; the proposal q is the run's warp of them. Trees grow best-first over slots "draw u's next
+child", scored before the draw, and children follow u's Gumbel-top-k order (without replacement): a
+decision that looked at the draw would bias rejection sampling. Under budget=auto the tree is sized while
+drawing (`use_latency`), never cut. At T = 0 drafts are deterministic and the output equals AR's.
 """
 
 from __future__ import annotations
@@ -66,9 +37,9 @@ class NgramDistributionTable:
         return len(self.entries)
 
     def update(self, contexts: Sequence[Sequence[int]], logits: torch.Tensor) -> None:
-        """contexts[i]: the tokens up to and including node i (at least its last max_order);
-        logits[i]: the target's logits after it. One top-K and one transfer for all rows; a later
-        row overwrites an earlier one with the same key."""
+        """contexts[i]: tokens up to node i; logits[i]: the target's logits after it. One top-K and one
+        transfer; later rows overwrite earlier ones.
+        """
         if not contexts:
             return
         top = torch.topk(logits.float(), min(self.k, logits.shape[-1]), dim=-1)
@@ -79,7 +50,6 @@ class NgramDistributionTable:
                 self.entries[tuple(context[-order:])] = entry
 
     def lookup(self, context: Sequence[int]) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
-        """The entry of the longest stored suffix of `context`, or None."""
         for order in range(min(self.max_order, len(context)), 0, -1):
             entry = self.entries.get(tuple(context[-order:]))
             if entry is not None:
@@ -118,15 +88,9 @@ def gumbel_order(probs: Sequence[float], rng: random.Random) -> list[int]:
 
 
 class StandDrafter(RunLongTable, Drafter):
-    """STAND: sampled n-gram trees verified by recursive rejection sampling (module docstring).
-
-    budget        B, nodes including the anchor (fixed budget; the maximum under budget=auto)
-    max_depth     D, deepest drafted node
-    max_children  siblings drawn per node at most
-    k             K, (token, logit) pairs stored per n-gram
-    max_order     longest n-gram key
-    prefill_harvest  fill the table from the prompt's logits
-    persistent_table keep the table across the prompts of a run (as Token Recycling does)
+    """STAND: sampled n-gram trees verified by recursive rejection sampling. B (the maximum under
+    budget=auto), D, `max_children`, K pairs per n-gram, `max_order`, `prefill_harvest`, `persistent_table`
+    (keep the table across prompts, as TR).
     """
 
     samples_drafts = True
@@ -159,7 +123,6 @@ class StandDrafter(RunLongTable, Drafter):
         self._latency: Callable[[int], float] | None = None
         self._committed_tail: list[int] = []
 
-    # ------------------------------------------------------------------ contract
     @property
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
         return self.prefill_harvest
@@ -176,8 +139,7 @@ class StandDrafter(RunLongTable, Drafter):
         }
 
     def use_latency(self, latency: Callable[[int], float]) -> None:
-        """budget=auto: size each tree while drawing it with this verification latency (seconds
-        for n nodes), instead of being cut afterwards (see module docstring)."""
+        """budget=auto: size each tree while drawing it with this latency, not cutting it afterwards."""
         self._latency = latency
 
     def set_sampling(self, sampling, seed: int) -> None:
@@ -200,7 +162,6 @@ class StandDrafter(RunLongTable, Drafter):
         return tree
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
-        """Every verified node's logits update the table under its own context."""
         if self.table is None:
             return
         contexts: list[list[int]] = []
@@ -218,7 +179,6 @@ class StandDrafter(RunLongTable, Drafter):
             contexts.append(path[::-1])
         self.table.update(contexts, outcome.logits)
 
-    # ------------------------------------------------------------------ tree
     def _proposal_at(self, context: Sequence[int]) -> tuple[tuple[int, ...], list[float]] | None:
         entry = self.table.lookup(context) if self.table is not None else None
         if entry is None:

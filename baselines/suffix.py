@@ -1,43 +1,11 @@
-"""SuffixDecoding (Oliaro et al., "SuffixDecoding: Extreme Speculative Decoding for Emerging AI
-Applications", arXiv 2411.04975) on the shared engine: greedy, lossless.
+"""SuffixDecoding (Oliaro et al., arXiv 2411.04975) on the shared engine: greedy, lossless.
 
-Per prompt, a depth-limited suffix tree over prompt + committed tokens (the reference's per-request
-"local" tree; goose/sources/suffix_tree.py), updated incrementally as tokens are committed. Each
-step the pattern is the last `max_depth` committed tokens (the anchor last); for every match length
-m the tree drafts up to MAX_SPEC = min(max_spec_tokens, floor(m * max_spec_factor +
-max_spec_offset)) tokens by empirical continuation probability, and the draft with the largest
-score (sum of its nodes' path probabilities) is verified: as a tree (`mode: tree`, best-first
-expansion, the paper's speculation tree) or as one chain (`mode: chain`, the most probable path:
-the reference code's default, and the only mode vLLM uses).
-
-`global_cache: true` adds the reference's second, run-long tree over the outputs of the run's
-prompts (every earlier output, plus the current one as it grows, each its own sequence, as
-ArcticInference's `SuffixDecodingCache.add_active_response` feeds it); each step both trees are
-queried and the global draft replaces the local one only when it scores strictly higher (the
-reference's rule). It carries information across prompts, so it is reported as its own setting
-(`method=suffix_global`, conf/method/suffix_global.yaml), and the drafter declares it as state
-carried across prompts (`carries_run_state`), so that a resumed cell restores it.
-
-Drafted tokens are labelled SPINE: like PLD's chain they are copies of earlier text matched on the
-context (the harness's "context-matched" source), so p_s of a suffix run is comparable with PLD's
-and Goose's spine. The tree lists its nodes best first (probabilities non-increasing, parents
-before children), so budget=auto's prefix cut (goose/engine/budget/auto_budget.py) drops the least
-probable nodes first.
-
-Where the paper and the reference are silent or differ, our choices (all in conf/method/suffix.yaml):
-- mode: tree, the paper's method (its SCORE = sum of D(N) is defined over a speculation tree); the
-  reference code's `speculate(use_tree_spec=False)` and vLLM draft a chain (`mode: chain`).
-- max_spec_tokens: null = max_depth, the reference cache's default (vLLM: num_speculative_tokens,
-  which falls back to its tree depth). With max_spec_factor = 1 it never binds: a match of length
-  m drafts at most m nodes and at most max_depth - m levels.
-- global_cache: false. The reference enables its global tree by default; the harness's rule
-  (every method sees only the current prompt and its own output) makes local-only the main setting.
-- Ties: deterministic (suffix_tree.py), where the reference follows hash-map and heap order.
-- No FIFO eviction of the global tree (the reference's max_cached_requests; unlimited is its
-  class default, 10,000 in vLLM): no run here is long enough to reach it.
-- Cost: begin() inserts the prompt into a fresh local tree (O(len(prompt) * max_depth)) inside the
-  prompt's timed region, as a serving system does at request start; a step then costs O(max_depth)
-  per committed token plus the speculation.
+A per-prompt suffix tree over prompt + output (goose/sources/suffix_tree.py) drafts, for each match length,
+up to MAX_SPEC tokens; the best-scoring draft is verified as a tree (`mode: tree`, the paper's) or a chain
+(the reference's and vLLM's default). `global_cache: true` adds the reference's run-long tree over earlier
+outputs (its own setting, `method=suffix_global`, since it carries state across prompts). Drafts are SPINE,
+comparable with PLD's and Goose's p_s; our choices where paper and reference differ are listed in
+conf/method/suffix.yaml.
 """
 
 from __future__ import annotations
@@ -55,19 +23,10 @@ LOCAL_SEQ = 0  # the local tree holds one sequence: prompt + output
 
 
 class SuffixDecodingDrafter(Drafter):
-    """SuffixDecoding: suffix-tree drafts scored by empirical continuation probability.
-
-    mode             tree (best-first expansion) or chain (the most probable path)
-    max_depth        longest suffix kept in the trees (tokens); also the pattern length
-    max_spec_tokens  cap on drafted tokens per step (None = max_depth)
-    max_spec_factor  α: a match of length m drafts at most floor(α m + offset) tokens
-    max_spec_offset  the offset in that bound (negative values speculate less)
-    min_token_prob   drafted tokens' path probability must be at least this
-    global_cache     also query a run-long tree over the outputs of the run's prompts
-
-    stats: suffix_drafts (steps that verified a draft), suffix_global_drafts (of which the global
-    tree's won), suffix_match_len (summed match lengths of the drafts), suffix_score (summed
-    scores: the frequency model's expected accepted tokens).
+    """SuffixDecoding: suffix-tree drafts scored by empirical continuation probability. `mode` tree or chain;
+    `max_depth` (also the pattern length); MAX_SPEC's `max_spec_tokens`, `max_spec_factor` α and
+    `max_spec_offset`; `min_token_prob`; `global_cache`. stats: suffix_drafts, suffix_global_drafts,
+    suffix_match_len, suffix_score.
     """
 
     def __init__(
@@ -116,15 +75,12 @@ class SuffixDecodingDrafter(Drafter):
             "global_cache": self.global_cache,
         }
 
-    # ------------------------------------------------------------------ state across prompts
     @property
     def carries_run_state(self) -> bool:  # type: ignore[override]
-        """Only the global tree outlives a prompt."""
         return self.global_cache
 
     def run_state(self) -> Any:
-        """The global tree's sequences (outputs) in the order they were added: rebuilding from them
-        replays the same appends, hence the same tree."""
+        """The global tree's sequences in order; replaying them rebuilds the same tree."""
         if self.global_tree is None:
             return None
         tree = self.global_tree
@@ -139,9 +95,7 @@ class SuffixDecodingDrafter(Drafter):
         self.global_tree = tree
         self._seq_id = max(state["next_seq"], len(state["responses"])) - 1
 
-    # ------------------------------------------------------------------ drafter contract
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
-        """A fresh local tree over the prompt; a new sequence in the global tree for the output."""
         super().begin(prompt_ids, prefill_logits)
         self.stats = {
             "suffix_drafts": 0,
@@ -155,7 +109,6 @@ class SuffixDecodingDrafter(Drafter):
         self._seq_id += 1
 
     def _commit(self, tokens: list[int]) -> None:
-        """Committed output tokens: into the local tree and the current global sequence."""
         self.local.extend(LOCAL_SEQ, tokens)  # type: ignore[union-attr]
         if self.global_tree is not None:
             self.global_tree.extend(self._seq_id, tokens)

@@ -1,16 +1,11 @@
-"""Token Recycling (Luo et al., ACL 2025) as this harness defines it (SPEC "Baselines").
+"""Token Recycling (Luo et al., ACL 2025) as docs/paper.md (Baselines) defines it: a [V, 8] table of top-8
+successor ids, overwritten from every tree node's logits (not the prefill), kept across the prompts of a
+run; drafts fill a fixed 80-node, 6-level template breadth-first from the anchor.
 
-An adjacency matrix [V, 8] of top-8 successor ids (ids only, no scores), overwritten from every
-tree node's logits after each forward (not from the prefill) and kept across the prompts of a run.
-Drafts fill a fixed 80-node, 6-level template breadth-first from the anchor.
-
-The template. The paper gives only its level sizes (8, 21, 25, 15, 8, 3), so `TR_TEMPLATE` is
-designed here: each template node is a rank path (r_1, ..., r_d) — r_j = rank of the successor
-taken at depth j, 0 = the most likely — with the Zipf-like prior prod_j 1 / (r_j + 1). Level by
-level, the candidates are the K = 8 children of the previous level's chosen paths, and the ones
-with the highest prior are kept (ties broken by the lexicographically smaller path). Choosing
-among children of chosen paths keeps the template prefix-closed; `design_template` is that rule,
-and a test checks that it reproduces the literal table below.
+The paper gives only the level sizes (8, 21, 25, 15, 8, 3), so `TR_TEMPLATE` is designed here: rank paths
+(r_1, …, r_d) with the highest Zipf-like prior Π 1/(r_j + 1) among children of the previous level's paths
+(prefix-closed, ties to the smaller path). `design_template` is that rule; a test checks that it reproduces
+the table.
 """
 
 from __future__ import annotations
@@ -57,9 +52,9 @@ TR_TEMPLATE: tuple[tuple[int, ...], ...] = (
 def design_template(
     level_sizes: tuple[int, ...] = TR_LEVEL_SIZES, k: int = TR_K, alpha: float = 1.0
 ) -> tuple[tuple[int, ...], ...]:
-    """The rule behind TR_TEMPLATE: per level, the `size` children (rank < k) of the previous
-    level's paths with the highest prior prod 1/(r+1)**alpha, ties to the smaller path; each level
-    listed in lexicographic order."""
+    """The rule behind TR_TEMPLATE: per level, the `size` children of the previous level's paths with the
+    highest prior Π 1/(r+1)**alpha, ties to the smaller path, in lexicographic order.
+    """
     prior: dict[tuple[int, ...], float] = {(): 1.0}
     frontier: list[tuple[int, ...]] = [()]
     template: list[tuple[int, ...]] = []
@@ -74,9 +69,7 @@ def design_template(
 
 
 def check_template(owner: str, template: Any, k: int) -> None:
-    """A template must be a non-empty list of rank paths (non-empty tuples of ints >= 0), each
-    listed after its parent path, and every rank must be < k; ValueError names the offending path
-    (or k)."""
+    """ValueError unless the template lists non-empty rank paths, parents first, every rank < k."""
     paths = [tuple(p) for p in template] if isinstance(template, (list, tuple)) else None
     if not paths:
         raise ValueError(f"{owner}.template = {template!r}: must be a non-empty list of rank paths")
@@ -95,11 +88,8 @@ def check_template(owner: str, template: Any, k: int) -> None:
 def fill_template(
     anchor: int, table: AdjacencyTable, template: tuple[tuple[int, ...], ...] = TR_TEMPLATE
 ) -> DraftTree:
-    """Fill the rank-path template breadth-first from the anchor.
-
-    Template node (r_1..r_d) takes the r_d-th successor of its parent's token; it is skipped, with
-    its subtree, when the parent was skipped or has no r_d-th successor. `template` must list
-    parents before children.
+    """Fill the rank-path template breadth-first: node (r_1..r_d) takes the r_d-th successor of its parent's
+    token, skipped with its subtree when missing. Parents must come first.
     """
     tree = DraftTree.single(anchor)
     node_of: dict[tuple[int, ...], int] = {(): 0}
@@ -127,9 +117,9 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
         persistent_table: bool = True,
         name: str = "tr",
     ) -> None:
-        """persistent_table: keep the table across the prompts of a run (the TR paper's setting);
-        false starts every prompt with an empty table, as Goose does (the like-for-like
-        comparison with Goose)."""
+        """persistent_table: keep the table across prompts (TR's setting); false starts each prompt empty, as
+        Goose does (the like-for-like comparison).
+        """
         super().__init__(name=name)
         check_hyperparameters("TokenRecyclingDrafter", k=k)
         self.persistent_table = check_bool("TokenRecyclingDrafter.persistent_table", persistent_table)
@@ -148,8 +138,9 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
         }
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
-        """Allocate the table on the first prompt of a run; keep it afterwards unless
-        `persistent_table` is off (no prefill harvest either way)."""
+        """Allocate the table on the first prompt; keep it unless `persistent_table` is off (no prefill
+        harvest either way).
+        """
         super().begin(prompt_ids, prefill_logits)
         vocab = prefill_logits.shape[-1]
         if self.table is None or not self.persistent_table:
@@ -167,6 +158,5 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
         return tree
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
-        """Overwrite the rows of every node's token (rejected ones too) from this forward."""
         if self.table is not None:
             self.table.update(tree.tokens, outcome.logits)

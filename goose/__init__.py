@@ -1,14 +1,7 @@
-"""goose-bench: training-free speculative decoding on one verification engine.
+"""goose-bench: training-free speculative decoding on one verification engine (docs/paper.md).
 
-Packages, each depending only on those above it:
-    goose.validation  range/type checks of user settings (no dependencies)
-    goose.engine      the method-agnostic core: draft tree, drafter contract (and AR), KV cache,
-                      lean forward, verification, decode loop, cost model, budget=auto
-    goose.sources     token sources shared by drafters: adjacency table, context matcher
-    goose.method      Goose itself: config (the paper's Table 5), confidence, spine tree, drafter
-    goose.records     result rows and metrics; torch-free, so analysis/ can import it
-    goose.harness     everything around a run: config schema, models, benchmarks, composition,
-                      runner, Hydra job, W&B tracking
-The baselines (PLD, TR, isotropic, EAGLE-2-style) live in the top-level `baselines` package and
-import from goose.engine / goose.sources; nothing under goose/ imports them.
+Packages, each depending only on those above: validation; engine (tree, drafter contract, KV cache, forward
+backends, verification, decode loop, budget); sources (adjacency table, context matcher); method (Goose);
+records (rows and metrics, torch-free); harness (config, models, benchmarks, runner, W&B). The baselines
+package imports goose; goose never imports baselines.
 """

@@ -1,14 +1,7 @@
-"""Checks of user-supplied settings, shared by the Hydra config hook (goose.harness.config_schema) and the
-constructor of every drafter (PLD, TR, iso, eagle2, Goose via GooseConfig).
-
-A bad value fails early with a `ValueError` whose message names the field, the value and what is
-allowed, e.g. ``Eagle2Drafter.budget = 1: must be an integer >= 2 (B, the root plus at least one
-drafted node)``. Each helper returns the value it accepted (tuples for sequences), so a caller may
-store what it checked.
-
-`HYPERPARAMETERS` holds the range of every drafter hyperparameter that occurs in more than one
-drafter (B, D, K, min_score, ...), so that a range is written once; `check_hyperparameters` is what
-the constructors call.
+"""Checks of user settings, shared by the Hydra config hook and every drafter's constructor. A bad value
+raises `ValueError` naming field, value and what is allowed, e.g. ``Eagle2Drafter.budget = 1: must be an
+integer >= 2``; each helper returns what it accepted. `HYPERPARAMETERS` holds the ranges of the drafters'
+shared hyperparameters (B, D, K, min_score, …) in one place.
 """
 
 from __future__ import annotations
@@ -25,7 +18,6 @@ def is_int(value: Any) -> bool:
 
 
 def is_number(value: Any) -> bool:
-    """An int or float that is not a bool and not NaN."""
     return (is_int(value) or isinstance(value, float)) and not (
         isinstance(value, float) and math.isnan(value)
     )
@@ -80,7 +72,6 @@ def check_bool(name: str, value: Any, why: str = "") -> bool:
 
 
 def check_str(name: str, value: Any, why: str = "") -> str:
-    """`value` must be a string."""
     if not isinstance(value, str):
         raise ValueError(f"{name} = {value!r}: must be a string{_hint(why)}")
     return value

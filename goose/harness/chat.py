@@ -1,25 +1,9 @@
-"""Chat templates: whether a run puts the tokenizer's chat template around its prompts, and the
-token ids of one prompt either way.
-
-The paper's prompts are raw text, and every paper preset (conf/experiment/) sets
-``bench.chat_template: false``. Outside the presets, ``bench.chat_template`` decides per run:
-
-=============  ==========================================================================
-``false``      raw prompts
-``true``       the chat template, always; an error if the tokenizer has none
-``auto``       the chat template when all three hold: the model is instruction-tuned
-               (``model.instruct``), its tokenizer has a chat template, and the benchmark is
-               a chat benchmark (``bench.chat``: MT-Bench, Spec-Bench, Alpaca, CNN/DM); else raw
-=============  ==========================================================================
-
-Applied, a prompt becomes one user turn with the assistant's generation prompt appended
-(``apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)``), and
-that text is tokenized without adding special tokens again: a template that writes the BOS
-token itself (Llama 3, Gemma) would otherwise get two.
-
-The decision is printed in the run's header line and stored in every result row (field
-``chat_template``), where it is part of the row's key (`goose.records.results.CELL_FIELDS`): a
-templated and a raw run of one prompt never stand in for each other on resume or as the AR reference.
+"""Chat templates: whether a run wraps its prompts in the tokenizer's chat template, and a prompt's token ids
+either way. The paper's prompts are raw (every paper preset sets ``bench.chat_template: false``). ``true``
+always applies it; ``auto`` applies it when the model is instruction-tuned, has a template and the
+benchmark is a chat benchmark. A prompt becomes one user turn with the generation prompt, tokenized without
+special tokens (the template writes BOS itself). The decision is part of each row's key
+(``chat_template``).
 """
 
 from __future__ import annotations
@@ -37,11 +21,8 @@ def has_chat_template(tokenizer: Any) -> bool:
 def decide_chat_template(
     setting: str | bool, *, model: str, instruct: bool, bench: str, chat_bench: bool, tokenizer: Any
 ) -> tuple[bool, str]:
-    """(apply the chat template?, why in a few words, for the run's header line) for ``bench.chat_template = setting`` on model
-    `model` (``model.instruct = instruct``) and benchmark `bench` (``bench.chat = chat_bench``).
-
-    Raises BenchmarkError for ``true`` with a tokenizer that has no chat template, and for a
-    setting outside auto/true/false.
+    """(apply?, why) for ``bench.chat_template = setting``, the model's ``instruct`` and the benchmark's
+    ``chat``; BenchmarkError for ``true`` without a template or an unknown setting.
     """
     try:
         FIELD_CHECKS["chat_template"]("bench.chat_template", setting)
@@ -76,8 +57,7 @@ def chat_text(tokenizer: Any, text: str) -> str:
 
 
 def encode_prompt(tokenizer: Any, text: str, chat_template: bool) -> list[int]:
-    """The token ids of a prompt: raw (``tokenizer(text)``, with the tokenizer's usual special
-    tokens), or in the chat template, tokenized without adding special tokens a second time."""
+    """A prompt's token ids: raw (``tokenizer(text)``) or in the chat template without special tokens."""
     if not chat_template:
         return list(tokenizer(text).input_ids)
     return list(tokenizer(chat_text(tokenizer, text), add_special_tokens=False).input_ids)

@@ -1,15 +1,11 @@
-"""From a configuration to the objects of a run: the one place where `run.py` and every script
-under `experiments/` turn `conf/` (plus overrides) into a validated config, a drafter factory, a
-loaded model with its verification engine, and the effective prompt count and length.
+"""From a configuration to the objects of a run: the one place where `run.py` and `experiments/` turn `conf/`
+plus overrides into a validated config, a drafter factory, a model with its engine, and the prompts:
 
     cfg = compose_config(["model=smollm2-135m", "method=goose", "bench.limit=5"])
-    make_drafter = drafter_factory(cfg)          # validated: a bad hyperparameter fails here
-    loaded, engine = load_engine(cfg)            # cached per process, warmed up
-    limit, max_new = effective_sizes(cfg)
-    spec, prompts, source = benchmark_prompts(cfg, limit)
-    apply_chat, why = chat_template_decision(cfg, spec, loaded.tokenizer)
+    make_drafter = drafter_factory(cfg); loaded, engine = load_engine(cfg)
+    spec, prompts, source = benchmark_prompts(cfg, effective_sizes(cfg)[0])
 
-Errors a user can fix raise `UserError` (printed as one paragraph by run.py, exit 2).
+Errors a user can fix raise `UserError` (exit 2).
 """
 
 from __future__ import annotations
@@ -80,9 +76,9 @@ def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
 
 
 def drafter_factory(cfg: DictConfig) -> Callable[[], Drafter]:
-    """A zero-argument factory of the configured drafter (`cfg.method.drafter`, a `_target_` with
-    keyword arguments); builds one drafter up front, so that a bad value fails before any model
-    loads."""
+    """A zero-argument factory of `cfg.method.drafter`; builds one drafter up front so a bad value fails
+    before the model loads.
+    """
 
     def make() -> Drafter:
         try:
@@ -127,9 +123,9 @@ _ENGINES: dict[str, tuple[LoadedModel, VerificationEngine]] = {}
 
 
 def engine_lean(cfg: DictConfig) -> bool | None:
-    """The engine's `lean` setting for this config: False (the `transformers` forward) under
-    `method.drafter.compat=authors`, whose numerics follow the official Goose code
-    (goose.method.compat, `lean_forward`); else None (lean wherever the model supports it)."""
+    """The engine's `lean` setting: False under compat=authors (the official code's `transformers` numerics),
+    else None.
+    """
     return False if cfg.method.drafter.get("compat") == "authors" else None
 
 
@@ -140,11 +136,9 @@ def engine_prepack(cfg: DictConfig) -> bool | None:
 
 
 def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
-    """The model of `cfg.model` and its verification engine, warmed up; cached per process (one
-    model in memory at a time), so that the jobs of a multirun in one process load it once. The
-    engine's forward is the lean one unless `engine_lean(cfg)` says otherwise, with its weights
-    prepacked as `engine_prepack(cfg)` says, compiled if `compile: true`, its steps replayed from
-    CUDA graphs if `cuda_graphs: true`."""
+    """The model of `cfg.model` and its verification engine, warmed up and cached per process (one model at a
+    time), configured by `engine_lean`, `engine_prepack`, `compile` and `cuda_graphs`.
+    """
     spec = OmegaConf.to_container(cfg.model, resolve=True)
     lean = engine_lean(cfg)
     prepack = engine_prepack(cfg)

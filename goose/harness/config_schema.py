@@ -1,24 +1,8 @@
-"""Structured-config schemas of run.py's configuration, registered in Hydra's ConfigStore, and the
-check `validate_config` that goose.harness.job runs before anything is loaded.
-
-Two lines of defence, so that a typo fails clearly and before a model loads:
-
-1. At composition. conf/config.yaml lists ``optional schema@_global_: goose_bench`` first in its
-   defaults, so the composed config is typed by `GooseBenchConfig`: the `model`, `bench` and
-   `method` groups are merged into `ModelSchema`, `BenchSchema` and `MethodSchema`. An override of
-   an unknown key (``bench.limt=3``) or of the wrong type (``bench.limit=abc``) is refused by Hydra
-   itself, naming the key and the value. The entry is `optional` so that a process that never
-   imported this module (an older run.py still sweeping, a script composing the config by hand)
-   still composes the same config, unvalidated.
-2. In the job (`validate_config`, exit status 2 through goose.harness.job.UserError). What Hydra lets
-   through: keys appended with ``+`` (Hydra opens the struct for those), out-of-range values
-   (ranges are the `check` metadata of the schema fields), and the drafter's hyperparameters:
-   ``method.drafter`` is a free-form dict at composition, since each method has its own
-   constructor, so its keys are checked against the constructor's parameters here and its values
-   by the constructor itself (goose.validation.check_hyperparameters).
-
-`ModelSchema` is generated from `goose.harness.models.ModelConfig` (the model group's one definition) with
-ranges added, so the two cannot drift apart.
+"""Structured-config schemas of run.py (Hydra ConfigStore) and `validate_config`, so a typo fails before a
+model loads: at composition Hydra refuses unknown keys and wrong types (conf/config.yaml's optional
+``schema@_global_: goose_bench``); in the job `validate_config` checks ``+`` keys, the fields' `check`
+ranges and ``method.drafter``'s keys against its constructor. `ModelSchema` is generated from
+`goose.harness.models.ModelConfig`, so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -49,7 +33,6 @@ def _checked(default: Any = MISSING, check: Any = None, **kw: Any) -> Any:
     return field(default=default, metadata={"check": check} if check else {}, **kw)
 
 
-# ---------------------------------------------------------------------------------- groups
 _MODEL_CHECKS: dict[str, Any] = {
     "source": partial(check_choice, choices=("hub", "gguf")),
     "init": partial(check_choice, choices=("pretrained", "random"), why="random: timing only"),
@@ -77,8 +60,7 @@ ModelSchema = _schema_from(ModelConfig, "ModelSchema", _MODEL_CHECKS)
 ModelSchema.__doc__ = "Schema of conf/model/*.yaml: goose.harness.models.ModelConfig with ranges."
 
 
-# The nested bench nodes are mappings in every shipped file, null leaves meaning "none" (an override
-# such as bench.hub.path=<id> cannot be merged into a node that is null itself).
+# Nested bench nodes are mappings with null leaves: an override cannot merge into a null node.
 @dataclass
 class HubSchema:
     """``bench.hub``: a Hugging Face Hub dataset (goose.harness.benchmarks.HubSource); path null =
@@ -117,9 +99,9 @@ def _bench(name: str, default: Any = None) -> Any:
 
 @dataclass
 class BenchSchema:
-    """Schema of conf/bench/*.yaml; each field's meaning is on goose.harness.benchmarks.BenchmarkSpec.
-    The checks that involve several fields (exactly one of prompt_template and prompt_field) run in
-    `validate_config` through `BenchmarkSpec.from_config`."""
+    """Schema of conf/bench/*.yaml (fields: goose.harness.benchmarks.BenchmarkSpec); cross-field checks run in
+    `validate_config`.
+    """
 
     name: str = _bench("name", MISSING)
     max_new_tokens: int = _bench("max_new_tokens", MISSING)
@@ -158,9 +140,9 @@ def _check_top_p(name: str, value: Any) -> float:
 
 @dataclass
 class SamplingSchema:
-    """``sampling``: temperature 0 is greedy decoding (every method identical to AR, token for
-    token); > 0 is lossless speculative sampling (goose.engine.core.sampling). Each prompt runs
-    num_samples times, sample i with the seed derived from (seed, i)."""
+    """``sampling``: temperature 0 is greedy (identical to AR); > 0 is lossless speculative sampling; each
+    prompt runs num_samples times with seeds derived from (seed, i).
+    """
 
     temperature: float = _checked(0.0, partial(check_float, low=0.0, why="0 = greedy decoding"))
     top_p: float = _checked(1.0, _check_top_p)
@@ -212,14 +194,12 @@ class GooseBenchConfig:
 
 
 def register() -> None:
-    """Store the top-level schema as `schema/goose_bench` (referenced by conf/config.yaml)."""
     ConfigStore.instance().store(group=SCHEMA_GROUP, name=SCHEMA_NAME, node=GooseBenchConfig)
 
 
 register()
 
 
-# ---------------------------------------------------------------------------------- the job's check
 def _check_type(name: str, value: Any, hint: Any) -> None:
     """`value` must match the annotation `hint` (int, float, bool, str, dict, Optional[...], Any)."""
     origin = typing.get_origin(hint)
@@ -296,7 +276,6 @@ def drafter_parameters(cls: type) -> tuple[str, ...] | None:
 
 
 def _import_class(target: str) -> type:
-    """The class named by a dotted path `package.module.Class`."""
     module_name, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module_name), name) if module_name else None
     if not isinstance(cls, type):

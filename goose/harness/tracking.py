@@ -1,20 +1,7 @@
-"""W&B logging of one run (one model x bench x method cell).
-
-What a run holds:
-- config: the whole resolved Hydra config (model, bench, method with every drafter hyperparameter,
-  max_new_tokens, experiment, ...), plus the cell's `config_hash`;
-- summary: the cell's metrics from `goose.records.metrics.cell_summary`: `tau`, `tokens_per_s`, `speedup`
-  (vs AR, same prompts), `p_s`, `p_t`, `p_ratio` (p_s/p_t), `lossless_share`, mismatch counts,
-  offered/accepted counts per source, `prompts`, `failed`; an undefined value (NaN, e.g. p_t of
-  a chain method, or speedup of AR) is null in the summary and left out of the history;
-- a per-prompt table `per_prompt` (columns `PROMPT_COLUMNS`; `prompts` is the summary's count).
-Runs are grouped by `experiment` (the preset's name), with job_type = method and tags model, bench,
-method, so a dashboard can group or filter by any of them.
-
-Offline mode (the default: `wandb=offline`) needs no network; sync later with
-`wandb sync <out_dir>/wandb/offline-run-*`. `wandb=disabled` skips this module altogether. A W&B
-failure is reported and does not fail the job: its rows are on disk already. W&B's own console
-output is silenced unless `wandb_verbose=true` (see `log_run`).
+"""W&B logging of one run (one model × bench × method cell): the resolved config and `config_hash`, the
+summary of `goose.records.metrics.cell_summary` (NaN as null), and a per-prompt table. Runs are grouped by
+experiment, with job_type = method and tags model, bench, method. Offline by default (`wandb sync
+<out_dir>/wandb/offline-run-*` later); a W&B failure does not fail the job.
 """
 
 from __future__ import annotations
@@ -54,12 +41,10 @@ def _finite(value: Any) -> Any:
 
 
 def clean_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """The summary without NaN / inf values."""
     return {k: v for k, v in summary.items() if _finite(v) is not None}
 
 
 def prompt_record(row: dict[str, Any]) -> list[Any]:
-    """One table line (in `PROMPT_COLUMNS` order) from a result row."""
     offered, accepted = row.get("offered") or {}, row.get("accepted") or {}
     rec = {
         **row,
@@ -84,15 +69,10 @@ def log_run(
     project: str = "goose-bench",
     verbose: bool = False,
 ) -> str | None:
-    """Log one cell's run under `<directory>/wandb/`; returns the run's files directory (None when
-    W&B is not installed or failed). `name` is `<model>/<bench>/<method>`: its parts become the
-    tags and the job type; `group` is the experiment.
-
-    W&B's own console output (banner, "wandb: ..." lines, the history sparklines and summary at
-    `finish`) would follow and bury the summary table, so unless `verbose` (config
-    `wandb_verbose=true`) the run is started with `wandb.Settings(silent=True)`: W&B then prints
-    only its warnings and errors. Either way one line follows on stdout: where the offline run
-    was saved and how to upload it, or the online run's URL."""
+    """Log one cell's run under `<directory>/wandb/`; returns its files directory (None without W&B). `name`
+    is `<model>/<bench>/<method>`. Unless `verbose`, W&B runs silent so its console output does not bury
+    the summary; one line says where the run went.
+    """
     try:
         import wandb
     except ImportError:

@@ -1,8 +1,6 @@
-"""Confidence-adaptive setup of a Goose tree (SPEC "Goose" steps 2 and 5).
-
-c (confidence in the context match) sets how far the chain is extended, the effective budget
-B_eff and the shift of the spine ratio towards the spine; the spine-acceptance EMA a picks the base
-spine-ratio tier. All functions are pure except `SpineAcceptanceEMA`.
+"""Confidence-adaptive setup of a Goose tree (Goose §4.3, docs/paper.md): the match confidence c sets the
+chain extension, B_eff and the shift of the spine ratio; the spine-acceptance EMA a picks the base tier.
+Pure functions except `SpineAcceptanceEMA`.
 """
 
 from __future__ import annotations
@@ -10,33 +8,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-# The confidence schedule's constants (SPEC step 2; fixed in the paper, not swept).
+# The confidence schedule's constants (Goose §4.3; fixed in the paper, not swept).
 SHORT_MATCH_CEILING = 0.6  # c = 0.6 * len / long_match below long_match
 LONG_MATCH_FLOOR = 0.7  # c at len == long_match
 LONG_MATCH_CEILING = 0.9  # c never exceeds this without consensus
 LONG_MATCH_RAMP = 12  # tokens past long_match over which c climbs 0.7 -> 0.9 (= max_chain - long_match
-# at the paper's defaults, so c reaches 0.9 at a full-length match; kept literal as in the SPEC)
+# at the defaults, so c reaches 0.9 at a full-length match)
 
 _EPS = 1e-9  # int(x) of a product like 60 * 0.15 must not lose a unit to binary rounding
 
 
 def safe_floor(x: float) -> int:
-    """int(x) for x >= 0, robust to representation error (a product that should be 9 but comes out
-    8.999999999999998 floors to 9)."""
+    """int(x) for x >= 0, robust to representation error (8.999999999999998 floors to 9)."""
     return math.floor(x + _EPS)
 
 
 def safe_ceil(x: float) -> int:
-    """ceil(x), robust to representation error (a product that should be 3 but comes out
-    3.0000000000000004 ceils to 3)."""
+    """ceil(x), robust to representation error (3.0000000000000004 ceils to 3)."""
     return math.ceil(x - _EPS)
 
 
 def match_confidence(chain_len: int, consensus: bool, long_match: int = 8) -> float:
-    """Confidence c in [0, 1] of a context match with `chain_len` tokens.
-
-    0 for no chain; 1 on consensus; min(0.9, 0.7 + 0.2*(len-8)/12) for len >= long_match (8);
-    0.6*len/8 otherwise.
+    """Confidence c of a context match of `chain_len` tokens: 0 without a chain, 1 on consensus, min(0.9, 0.7
+    + 0.2·(len − 8)/12) from long_match (8) on, else 0.6·len/8.
     """
     if chain_len <= 0:
         return 0.0
@@ -54,11 +48,7 @@ def extension_limit(c: float, max_extended_chain: int = 100) -> int:
 
 
 def effective_budget(c: float, budget: int = 60, max_extended_chain: int = 100) -> int:
-    """B_eff = B + int(c * (max_extended_chain - B)), the node budget of a cycle of confidence c.
-
-    When B already exceeds max_extended_chain (a sensitivity sweep) the budget is never lowered:
-    the extension is max(0, max_extended_chain - B).
-    """
+    """B_eff = B + int(c · (max_extended_chain − B)), never below B (a sweep may set B > 100)."""
     return budget + safe_floor(c * max(0, max_extended_chain - budget))
 
 
@@ -90,12 +80,9 @@ def spine_ratio(
 def spine_cap(
     b_eff: int, ratio: float, *, floor: Callable[[float], int] = safe_floor, cap: bool = True
 ) -> int:
-    """Most spine nodes a tree of budget B_eff may hold: int(B_eff * ratio), at most B_eff - 1.
-
-    The SPEC's int(B_eff * ratio) reaches B_eff at c = 1 (ratio = 1), which with the root would be
-    B_eff + 1 nodes; capping at B_eff - 1 keeps every tree within its budget (root included).
-    `cap=False` (compat=authors, goose/tree.py `build_spine_tree`) leaves it uncapped; `floor` is
-    the int() used (goose.method.compat.CompatRules.floor).
+    """Most spine nodes a tree of budget B_eff may hold: int(B_eff · ratio), at most B_eff − 1 so the tree
+    with its root stays within B_eff (paper: uncapped, B_eff + 1 nodes at c = 1; `cap=False` under
+    compat=authors). `floor` is the int() used.
     """
     n = floor(b_eff * ratio)
     return max(0, min(n, b_eff - 1) if cap else n)
@@ -104,7 +91,6 @@ def spine_cap(
 def spine_length(
     chain_len: int, b_eff: int, ratio: float, *, floor: Callable[[float], int] = safe_floor, cap: bool = True
 ) -> int:
-    """L = min(len(chain), int(B_eff * ratio)) (with the cap of `spine_cap`)."""
     return min(chain_len, spine_cap(b_eff, ratio, floor=floor, cap=cap))
 
 
@@ -121,7 +107,6 @@ class SpineAcceptanceEMA:
         self.value = self.initial
 
     def update(self, accepted: int, offered: int) -> float:
-        """Fold in one cycle's spine acceptance (no-op when the tree had no spine)."""
         if offered > 0:
             self.value = self.alpha * (accepted / offered) + (1.0 - self.alpha) * self.value
         return self.value

@@ -1,8 +1,5 @@
-"""Goose's hyperparameters: one frozen object, defaults = the paper's Table 5 (SPEC "Goose").
-
-The same object is what `GooseDrafter.config()` logs in every result row. Field names follow the
-other tree drafters (`budget`, `max_depth`, `k`, `min_score`, `use_bigram`, `prefill_harvest`) so
-that a sweep can set them uniformly across methods; the docstring of each names the paper's symbol.
+"""Goose's hyperparameters: one frozen object, defaults = the paper's Table 5 (docs/paper.md), logged in every
+result row. Field names match the other tree drafters so a sweep sets them uniformly.
 """
 
 from __future__ import annotations
@@ -16,38 +13,11 @@ from goose.validation import HYPERPARAMETERS, check_float_list, check_hyperparam
 
 @dataclass(frozen=True)
 class GooseConfig:
-    """Every Goose hyperparameter with the paper's default.
-
-    budget                     B: node budget of one tree, root (anchor) included.
-    max_depth                  D: branch nodes at depth >= D are not extended further.
-    k                          K: adjacency top-k (successors kept per token).
-    min_score                  adjacency successors scoring below this are never drafted.
-    rho                        ρ: share of the branch budget hung on the spine (rest at the root).
-    max_chain                  longest continuation one context match returns.
-    max_extended_chain         ceiling of a confidence-extended chain: a cycle of confidence c
-                               extends its chain to int(max_extended_chain*c) tokens. Read as the
-                               SPEC's constant 100 in *both* places it occurs, so it is also the
-                               budget a fully confident cycle reaches: B_eff = B + int(c*(100 - B)).
-    long_match                 chain length from which a match counts as long (confidence >= 0.7).
-    ema_alpha                  α: smoothing of the spine-acceptance EMA a.
-    ema_init                   initial spine-acceptance EMA a (reset per prompt).
-    ngram_lengths              n-gram lengths the context matcher queries, longest first.
-    spine_ratio_tiers          base spine ratio for a < thresholds[0], a < thresholds[1], else.
-    spine_ratio_thresholds     EMA thresholds separating the three spine-ratio tiers.
-    chain_extension_threshold  chains are extended by repeated matching when c > this.
-    use_bigram                 consult the (previous token, token) adjacency tier first.
-    prefill_harvest            seed the adjacency table from the prompt's prefill logits.
-    use_confidence             use c (chain extension, B_eff, spine-ratio shift); off = the paper's
-                               "no consensus bypass" ablation: c = 0, every tree at budget B.
-    persistent_table           keep the adjacency table across the prompts of a run, as Token
-                               Recycling does (not the paper's setting, which starts each prompt
-                               afresh): the like-for-like comparison with TR. Off by default, and
-                               then left out of `as_dict`, so that the config hash of rows written
-                               before the field existed does not change.
-    compat                     "harness" (this harness's Goose) or "authors" (the official
-                               implementation's choices wherever the two differ, point by point:
-                               goose.method.compat). Left out of `as_dict` at "harness", like
-                               persistent_table.
+    """Every Goose hyperparameter with the paper's Table 5 default; symbols as in docs/paper.md (budget B,
+    max_depth D, k K, rho ρ, ema_alpha α). max_extended_chain is the paper's constant 100 in both places:
+    the extension int(100 c) and B_eff = B + int(c·(100 − B)). use_confidence off is the "no consensus
+    bypass" ablation. persistent_table (keep the table across prompts, as TR) and compat
+    (goose.method.compat) are left out of `as_dict` at their defaults, keeping earlier config hashes.
     """
 
     budget: int = 60
@@ -71,12 +41,10 @@ class GooseConfig:
     compat: str = "harness"
 
     def __post_init__(self) -> None:
-        # Hydra hands lists (ListConfig) for the tuple fields; the checks return plain tuples, so
-        # the object stays hashable and logs as JSON.
+        # Hydra hands ListConfig for tuple fields; the checks return tuples, keeping the object hashable.
         self._validate()
 
     def _validate(self) -> None:
-        """Every field against its range (goose.validation); the message names field and value."""
         owner = "GooseConfig"
         check_hyperparameters(
             owner,
@@ -103,7 +71,6 @@ class GooseConfig:
         object.__setattr__(self, "spine_ratio_thresholds", thresholds)
 
     def as_dict(self) -> dict[str, Any]:
-        """The hyperparameters as a JSON-friendly dict (tuples become lists)."""
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
         if not self.persistent_table:
             del out["persistent_table"]  # the default: keep earlier rows' config hashes

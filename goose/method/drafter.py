@@ -1,17 +1,9 @@
-"""GooseDrafter: routing per cycle and the bookkeeping between cycles (SPEC "Goose" steps 3-7).
+"""GooseDrafter: routing per cycle and the bookkeeping between cycles (Goose §4, Algorithm 2, docs/paper.md).
 
-Per cycle (`propose`):
-  anchor has adjacency successors -> tree: "spine_tree" if the context matcher has a chain,
-                                     else "branch_tree" (a tree of < 2 nodes falls back to "ar")
-  else the matcher has a chain    -> "chain": the match verified as a plain chain (SPINE nodes)
-  else                            -> "ar": the anchor alone
-On the tree route with a chain, the confidence c of the match sets the chain extension, B_eff and
-the spine ratio (see goose.method.confidence). After verification (`observe`) every node's logits update
-the adjacency table (prev = parent token, the root's prev = committed[-2]) and a spine tree
-updates the spine-acceptance EMA a and the spine-continuation counters.
-
-`compat="authors"` follows the official implementation wherever it differs (goose.method.compat:
-`self.rules` holds one flag per difference; an experiment may replace it before `begin`).
+Per cycle: if the anchor has adjacency successors, a tree ("spine_tree" with a context chain, else
+"branch_tree"; fewer than 2 nodes fall back to "ar"); else a chain ("chain"); else "ar". After verification
+every node's logits update the adjacency table, and a spine tree updates the EMA a and the
+spine-continuation counters. `compat="authors"` follows the official code (goose.method.compat).
 """
 
 from __future__ import annotations
@@ -36,24 +28,12 @@ TREE_ROUTES = ("spine_tree", "branch_tree")
 
 
 class GooseDrafter(Drafter):
-    """Goose: anisotropic spine trees from a context matcher (spine) and an adjacency table
-    (branches).
+    """Goose: anisotropic spine trees from a context matcher (spine) and an adjacency table (branches).
+    Keyword arguments are `GooseConfig`'s fields, so Hydra instantiates it from conf/method/goose.yaml.
 
-    Keyword arguments are the fields of `GooseConfig` (B = budget, D = max_depth, K = k, ρ = rho,
-    α = ema_alpha, ...), so `hydra.utils.instantiate` builds it from conf/method/goose.yaml.
-
-    stats keys (per prompt):
-      route_<route>              cycles per route ("spine_tree", "branch_tree", "chain", "ar")
-      chain_extensions           tree cycles whose chain grew by repeated matching (c > 0.6) ...
-      chain_extension_tokens     ... and the tokens that added
-      b_eff_sum                  sum of B_eff over the verified trees (mean B_eff = b_eff_sum /
-                                 (route_spine_tree + route_branch_tree))
-      tree_fallback_ar           trees of < 2 nodes sent as AR steps instead
-      spine_continuations        spine-tree cycles whose accepted path left the spine through a
-                                 branch and accepted at least one branch token ...
-      spine_continuation_tokens  ... and the accepted branch tokens of those cycles
-      shape_*                    spine depth and branch placement of the verified trees
-                                 (goose.method.tree_shape)
+    stats per prompt: route_<route>; chain_extensions and _tokens; b_eff_sum; tree_fallback_ar;
+    spine_continuations and spine_continuation_tokens (cycles whose path left the spine through a branch,
+    and the branch tokens accepted); shape_* (goose.method.tree_shape).
     """
 
     def __init__(self, name: str = "goose", **hyperparameters: Any) -> None:
@@ -74,21 +54,16 @@ class GooseDrafter(Drafter):
     def config(self) -> dict[str, Any]:
         return self.cfg.as_dict()
 
-    # ---------------------------------------------------------------- per prompt
     @property
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
-        """The adjacency table is seeded from the prefill logits only with `prefill_harvest`."""
         return self.cfg.prefill_harvest
 
     @property
     def carries_run_state(self) -> bool:  # type: ignore[override]
-        """Only with `persistent_table` does anything outlive a prompt (the table)."""
         return self.cfg.persistent_table
 
     @property
     def verifies_full_tree(self) -> bool:  # type: ignore[override]
-        """compat=authors verifies the whole tree on the last cycles and cuts only the output
-        (goose.method.compat, `cut_to_budget`)."""
         return not self.rules.cut_to_budget
 
     def run_state(self) -> Any:
@@ -99,8 +74,7 @@ class GooseDrafter(Drafter):
             self.table = copy.deepcopy(state)
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
-        """Fresh adjacency table (prefill harvest if on; with `persistent_table` the run's table
-        is kept, as Token Recycling keeps it), context pool = the prompt, a = a_0."""
+        """Fresh adjacency table (kept with `persistent_table`), context pool = the prompt, a = a_0."""
         super().begin(prompt_ids, prefill_logits)
         vocab = int(prefill_logits.shape[-1])
         half = self.rules.fp16_unigram_scores
@@ -118,7 +92,6 @@ class GooseDrafter(Drafter):
         self.confidence = 0.0
         self._prev_anchor = None
 
-    # ---------------------------------------------------------------- per cycle
     def propose(self, committed: list[int]) -> DraftTree:
         if self.table is None:
             raise RuntimeError("GooseDrafter.begin() must be called before propose()")
@@ -146,7 +119,7 @@ class GooseDrafter(Drafter):
         return tree
 
     def _build_tree(self, anchor: int, prev: int | None, found: ContextMatch) -> DraftTree:
-        """Confidence-adaptive setup (SPEC step 5), then the spine tree (step 6)."""
+        """Confidence-adaptive setup (Goose §4.3), then the spine tree (§4.1)."""
         cfg, rules = self.cfg, self.rules
         chain = found.chain
         c = 0.0
@@ -180,10 +153,9 @@ class GooseDrafter(Drafter):
         )
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
-        """Adjacency update from every node; EMA and spine continuation after a spine tree.
-
-        The root's bigram (previous anchor, anchor) is written on every route, or, without
-        `rules.tree_root_bigram` (compat=authors), only on the chain and AR routes."""
+        """Adjacency update from every node; EMA and spine continuation after a spine tree. The root's bigram
+        is written on every route, or under compat=authors only on the chain and AR routes.
+        """
         if self.table is None:
             return
         root_prev = self._prev_anchor

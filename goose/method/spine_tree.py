@@ -1,14 +1,9 @@
-"""The anisotropic spine tree (SPEC "Goose" step 6).
+"""The anisotropic spine tree (Goose §4.1, Algorithm 1, docs/paper.md).
 
-Layout of a tree of budget B_eff (root included):
-  node 0          the anchor (ROOT)
-  nodes 1..L      the spine: the first L chain tokens as one chain under the root (SPINE)
-  then            root alternatives, spine-node alternatives, breadth-first branch extension (BRANCH)
-
-L = min(len(chain), int(B_eff * ratio)); branch budget = B_eff - 1 - L, of which the spine share
-max(1, int(branch_budget * ρ)) hangs on the spine (split with weights 1/i) and the rest on the root.
-Whatever the alternatives leave unused (too few successors, scores below min_score) goes to the
-breadth-first extension, which stops when the tree holds B_eff nodes.
+Node 0 is the anchor; nodes 1..L the spine, L = min(len(chain), int(B_eff · ratio)); then root
+alternatives, spine alternatives and breadth-first branch extension. Of the branch budget b = B_eff − 1 − L,
+max(1, int(b · ρ)) hangs on the spine (split 1/i) and the rest on the root; what the alternatives leave
+unused goes to the extension.
 """
 
 from __future__ import annotations
@@ -29,12 +24,9 @@ class SuccessorSource(Protocol):
 
 
 def harmonic_split(total: int, n: int) -> list[int]:
-    """Split `total` alternatives over n spine nodes with weights 1/i (i = 1..n).
-
-    Rounding: largest remainder (Hamilton). Each node gets the floor of its quota
-    total * (1/i) / H_n; the units left over go to the largest fractional parts, ties to the
-    node nearer the root. The result sums exactly to `total` and never increases with depth.
-    Example: harmonic_split(19, 20) = [5, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0].
+    """Split `total` alternatives over n spine nodes with weights 1/i, by largest remainder (ties to the node
+    nearer the root): sums exactly and never increases with depth (Proposition 2's decay), e.g.
+    harmonic_split(19, 20) = [5, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, …].
     """
     if n <= 0 or total <= 0:
         return [0] * max(n, 0)
@@ -50,11 +42,8 @@ def harmonic_split(total: int, n: int) -> list[int]:
 
 
 def sequential_harmonic_split(total: int, n: int) -> list[int]:
-    """The official split (goose/tree.py `_harmonic_split`, compat=authors): node i (from the
-    root) gets min(max(1, int(total * (1/i) / H_n)), what is left), in order, so every spine node
-    from the top gets at least one alternative until `total` runs out; the floors may leave part of
-    `total` unassigned (the breadth-first extension spends it), e.g. (4, 2) -> [2, 1].
-    Example: sequential_harmonic_split(19, 20) = [5, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, ...].
+    """The official split (compat=authors): node i gets min(max(1, int(total/(i·H_n))), what is left), in
+    order, possibly leaving part of `total` to the extension, e.g. (19, 20) → [5, 2, 1, …, 1, 0, …].
     """
     weights = [1.0 / (i + 1) for i in range(n)]
     h = sum(weights)
@@ -70,13 +59,9 @@ def sequential_harmonic_split(total: int, n: int) -> list[int]:
 def branch_shares(
     budget: int, spine_len: int, rho: float, *, floor=safe_floor, floor_at_rho0: bool = False
 ) -> tuple[int, int]:
-    """(root share, spine share) of the branch budget B_eff - 1 - L.
-
-    Spine share = max(1, floor(branch_budget * ρ)) when L > 0, the rest to the root. Reading for
-    ρ = 0 (the "no spine branches" ablation): the spine gets nothing, the max(1, .) floor applies
-    only when spine branches are enabled; `floor_at_rho0` (compat=authors, goose/tree.py
-    `build_spine_tree`) applies it at ρ = 0 too. With no branch budget left there is nothing to
-    share. `floor` is int() of the product (goose.method.compat.CompatRules.floor).
+    """(root share, spine share) of the branch budget B_eff − 1 − L: spine share max(1, int(budget · ρ)) when
+    L > 0. At ρ = 0 (the "no spine branches" ablation) the spine gets nothing unless `floor_at_rho0`
+    (compat=authors).
     """
     branch_budget = max(0, budget - 1 - spine_len)
     if spine_len <= 0 or branch_budget == 0 or (rho <= 0.0 and not floor_at_rho0):
@@ -99,19 +84,9 @@ def build_spine_tree(
     min_score: float = 0.01,
     rules: CompatRules = HARNESS,
 ) -> DraftTree:
-    """Build the spine tree (a pure branch tree when `chain` is empty).
-
-    table      adjacency table (successors by descending score; bigram key (prev, token))
-    anchor     node 0's token, the last committed token; `prev` the token before it (or None)
-    chain      context-matched (possibly extended) continuation; its first L tokens form the spine
-    budget     B_eff, the node budget including the root
-    ratio      spine ratio: L = min(len(chain), int(B_eff * ratio))
-    rho        ρ, share of the branch budget hung on the spine
-    max_depth  D: only branch nodes shallower than D are extended
-    k          K: a node at depth d gets at most max(1, K // d) children in the extension
-    min_score  successors scoring below this are never drafted
-    rules      compat rules (goose.method.compat): rounding of L, of the shares and of the
-               widths, the spine cap, the harmonic split, the ρ = 0 floor
+    """Build the spine tree (a pure branch tree when `chain` is empty): `budget` is B_eff, `ratio` the spine
+    ratio, `rho` ρ, `max_depth` D, `k` K (a node at depth d gets at most max(1, K // d) children in the
+    extension); `rules` the compat rules for rounding, the spine cap, the split and the ρ = 0 floor.
     """
     L = spine_length(len(chain), budget, ratio, floor=rules.floor, cap=rules.spine_cap)
     tree = DraftTree.chain(anchor, [int(t) for t in chain[:L]], SPINE)
@@ -125,7 +100,6 @@ def build_spine_tree(
         used[i].add(tree.tokens[i + 1])
 
     def attach(parent: int, tokens: list[int], scores: list[float], limit: int) -> None:
-        """Hang up to `limit` alternatives under `parent`, best score first."""
         added = 0
         for token, score in zip(tokens, scores, strict=True):
             if added >= limit or len(tree) >= budget or score < min_score:

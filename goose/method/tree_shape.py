@@ -1,25 +1,8 @@
-"""What a verified tree looks like: spine depth and where its branches hang (for comparing shapes).
-
-Goose builds its spine/branch split by rule (spine ratio, ρ, harmonic split), OPT-Tree
-(baselines.opt_tree) by maximising E(A); these counters let an analysis compare the two from
-the result rows alone. A drafter calls `count_tree_shape(self, tree)` from `observe` on the tree
-that was *verified* (after a budget=auto cut or a depth cut to fit the window), and its `stats`
-(per prompt, summed over steps) gain:
-
-  shape_trees            verified trees of >= 2 nodes (chains included)
-  shape_spine_trees      ... of which with at least one SPINE node
-  shape_spine_depth      summed spine depth: SPINE nodes of the tree (the spine is one chain under
-                         the root, so its node count is its depth)
-  shape_branch_nodes     summed BRANCH nodes
-  shape_branch_on_spine  ... of which in a subtree that leaves the spine at a spine node (the
-                         branch's first node is a child of a SPINE node) ...
-  shape_branch_on_root   ... or at the root (the branch's first node is a child of the anchor);
-                         on_spine + on_root = branch_nodes
-  shape_depth            summed depth of the deepest node
-
-Mean spine depth = shape_spine_depth / shape_trees (or / shape_spine_trees for trees that have a
-spine), mean branch width = shape_branch_nodes / shape_trees, spine share of the branches =
-shape_branch_on_spine / shape_branch_nodes.
+"""Shape counters of a verified tree, to compare Goose's rule-built spine/branch split with OPT-Tree's
+(baselines.opt_tree) from the rows alone. `count_tree_shape` (called from `observe` on the verified tree)
+adds per prompt: shape_trees (>= 2 nodes), shape_spine_trees, shape_spine_depth (SPINE nodes),
+shape_branch_nodes = shape_branch_on_spine + shape_branch_on_root (where a branch leaves the spine),
+shape_depth (deepest node).
 """
 
 from __future__ import annotations
@@ -32,8 +15,6 @@ from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 
 @dataclass(frozen=True)
 class TreeShape:
-    """The shape counters of one tree (see the module docstring)."""
-
     spine_depth: int
     branch_nodes: int
     branch_on_spine: int
@@ -42,9 +23,9 @@ class TreeShape:
 
 
 def tree_shape(tree: DraftTree) -> TreeShape:
-    """Spine depth, branch nodes and where they hang, in one pass over the nodes (parents come
-    first). A branch node inherits the hang point of its parent; a BRANCH child of the anchor or of
-    a SPINE node starts a new branch there. Labels other than SPINE / BRANCH are not counted."""
+    """Spine depth, branch nodes and where they hang, in one pass (a branch node inherits its parent's hang
+    point). Labels other than SPINE / BRANCH are not counted.
+    """
     n = len(tree)
     hang = [0] * n  # the ROOT / SPINE node where node i's branch leaves the spine
     spine = on_spine = on_root = 0

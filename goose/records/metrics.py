@@ -1,11 +1,7 @@
-"""Cell metrics from result rows (no torch: the analysis scripts import this too).
-
-Definitions (SPEC):
-- τ = Σ generated tokens / Σ forward calls over the cell's prompts (ratio of sums).
-- tokens/s = Σ generated tokens / Σ wall time.
-- speedup = tokens/s(method) / tokens/s(AR), over the prompts both completed (at temperature > 0:
-  the AR sample of the same prompt with the same seed, `sample_key`).
-- p_s, p_t = Σ accepted / Σ offered of the spine (context) and branch (adjacency) sources.
+"""Cell metrics from result rows (no torch: analysis imports this), as docs/paper.md defines them: τ = Σ
+generated / Σ forward calls; tokens/s = Σ generated / Σ wall time; speedup = tokens/s over AR's on the
+prompts both completed (at T > 0, AR's sample with the same seed); p_s, p_t = Σ accepted / Σ offered per
+source.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def rate(num: float, den: float) -> float:
-    """num / den, NaN when den is 0."""
     return num / den if den else float("nan")
 
 
@@ -71,9 +66,9 @@ def cell_summary(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]] | Non
 
 
 def per_prompt_speedups(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]]) -> list[float]:
-    """Per-prompt speedups (tokens/s of the method / tokens/s of AR on the same prompt), over the
-    prompts both completed, in the order of `rows`: the spread behind a cell's `speedup` (which is
-    a ratio of sums, not the mean of these)."""
+    """Per-prompt speedups over the prompts both completed: the spread behind a cell's `speedup`, which is a
+    ratio of sums.
+    """
     ar = {sample_key(r): r for r in _ok(ar_rows)}
     out = []
     for r in _ok(rows):
@@ -87,7 +82,6 @@ def per_prompt_speedups(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]
 
 
 def format_table(header: list[str], rows: list[list[Any]]) -> str:
-    """A plain-text table (numbers to 3 significant decimals) for terminal summaries."""
 
     def fmt(v: Any) -> str:
         if isinstance(v, float):

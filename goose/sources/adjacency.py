@@ -1,21 +1,12 @@
-"""The adjacency table: the branch source of Goose, Token Recycling, iso and eagle2 (SPEC symbol K).
+"""The adjacency table: the branch source of Goose, Token Recycling, iso and eagle2 (Goose §4.1, symbol K,
+docs/paper.md).
 
-For every token the table holds the top-K next tokens the target model predicted after it, with
-scores = softmax over those K logits only. Rows are overwritten (freshest wins) from the logits of
-every forward pass the drafter is shown. An optional bigram tier keyed on (previous token, token)
-is consulted first, the unigram row on a miss.
-
-Which logits update which rows: logits[i] is the target's prediction *after* tokens[i] along its
-path, so row tokens[i] gets topk(logits[i]); the bigram key is (token before tokens[i] on that
-path, tokens[i]). `update_from_tree` and `update_from_prefill` build those pairs for the two
-cases every drafter meets.
-
-Cost model. An update is one `topk` on the logits' device, one transfer of the packed [n, 2K]
-result to the host, and vectorised NumPy scatters there (no Python loop over positions). The
-store lives on the host as NumPy arrays so that `successors`, called per tree node while a tree
-is built, is a couple of microseconds and never synchronises a device. Memory: [V, K] ids and
-scores, plus the bigram tier: a sorted key array (prev * V + tok) with a parallel slot array and
-a growable [M, K] row store, M = distinct bigrams seen since the last reset.
+For every token, the top-K next tokens the target predicted after it, scored by a softmax over those K
+logits; rows are overwritten (freshest wins) from every forward the drafter is shown, and a bigram tier
+keyed on (previous token, token) is consulted first. logits[i] is the prediction after tokens[i] on its
+path, so row tokens[i] gets topk(logits[i]). An update is one `topk` on the device and one transfer; the
+store is NumPy on the host so that `successors`, called per node while a tree is built, never synchronises
+a device. The bigram tier is a sorted key array (prev · V + tok) with a growable row store.
 """
 
 from __future__ import annotations
@@ -25,23 +16,19 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-# ids travel to the host packed with the scores in one float32 tensor; float32 holds every
-# integer below 2**24 exactly, far above any LLM vocabulary.
+# ids travel packed with the scores as float32, exact for integers below 2**24 (any vocabulary).
 _MAX_PACKED_VOCAB = 2**24
 
 
 def _as_int_array(x: torch.Tensor | Sequence[int] | np.ndarray) -> np.ndarray:
-    """Host int64 copy of a token list / tensor."""
     if isinstance(x, torch.Tensor):
         return x.detach().reshape(-1).to("cpu", torch.long).numpy()
     return np.asarray(x, dtype=np.int64).reshape(-1)
 
 
 def last_occurrence(values: np.ndarray) -> np.ndarray:
-    """Positions of the last occurrence of each distinct value, ordered by ascending value.
-
-    Used to make overwrites deterministic: when a token occurs several times in one update, the
-    last position wins (a scatter with duplicate indices would leave the winner unspecified).
+    """Positions of the last occurrence of each distinct value, by ascending value: in one update the last
+    position wins (a scatter with duplicate indices would leave the winner unspecified).
     """
     n = values.shape[0]
     _, first_in_reversed = np.unique(values[::-1], return_index=True)
@@ -49,17 +36,9 @@ def last_occurrence(values: np.ndarray) -> np.ndarray:
 
 
 class AdjacencyTable:
-    """Top-K successor table (SPEC: branch source, symbol K).
-
-    vocab_size  V, rows of the unigram table (= the logits' last dimension)
-    k           K, successors kept per row (at most V)
-    use_scores  keep softmax scores; if False (Token Recycling: ids only) `successors` returns the
-                rank-based placeholders 1/(rank+1) and no softmax is computed
-    use_bigram  keep the (previous token, token) tier, consulted before the unigram row
-    half_unigram_scores
-                store the unigram tier's scores in float16 (rounded to nearest), as the official
-                Goose code does (goose/adjacency.py `AdjacencyTable`; compat=authors); the bigram
-                tier keeps float32
+    """Top-K successor table: V rows, K successors each. `use_scores` False (Token Recycling: ids only)
+    returns rank placeholders 1/(rank+1); `use_bigram` keeps the (prev, token) tier; `half_unigram_scores`
+    stores unigram scores in float16, as the official Goose code (compat=authors).
     """
 
     def __init__(
@@ -87,7 +66,6 @@ class AdjacencyTable:
         self._seen = np.zeros(vocab_size, dtype=bool)
         self._reset_bigram()
 
-    # ------------------------------------------------------------------ state
     def _reset_bigram(self) -> None:
         self._bg_keys = np.empty(0, dtype=np.int64)  # sorted keys prev * V + tok
         self._bg_slots = np.empty(0, dtype=np.int64)  # row of each key in the row store
@@ -96,29 +74,23 @@ class AdjacencyTable:
         self._bg_count = 0
 
     def reset(self) -> None:
-        """Forget everything (SPEC: the table is fresh per prompt for Goose, iso and eagle2)."""
+        """Forget everything (the table is fresh per prompt for Goose, iso and eagle2: Goose §4.1)."""
         self._seen[:] = False
         self._reset_bigram()
 
     @property
     def num_rows(self) -> int:
-        """Tokens with a unigram row."""
         return int(self._seen.sum())
 
     @property
     def num_bigrams(self) -> int:
-        """(prev, token) keys in the bigram tier."""
         return self._bg_count
 
-    # ------------------------------------------------------------------ lookup
     def successors(
         self, token: int, prev: int | None = None, min_score: float = 0.0
     ) -> tuple[list[int], list[float]]:
-        """Successor ids and scores of `token`, in descending score order.
-
-        The bigram row (prev, token) is consulted first when the bigram tier is on and `prev` is
-        given, the unigram row on a miss; ([], []) if the token has never been seen. Successors
-        with a score below `min_score` are dropped (only meaningful with use_scores).
+        """Successor ids and scores of `token`, best first: the bigram row (prev, token) when on and `prev` is
+        given, else the unigram row; ([], []) if never seen; scores below `min_score` dropped.
         """
         row = None
         if self.use_bigram and prev is not None and prev >= 0 and self._bg_count:
@@ -140,7 +112,6 @@ class AdjacencyTable:
             return row[0][:n], row[1][:n]
         return row
 
-    # ------------------------------------------------------------------ update
     def _topk_to_host(self, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
         """topk (and softmax over the K logits) on the logits' device, one transfer to the host."""
         with torch.no_grad():
@@ -157,11 +128,8 @@ class AdjacencyTable:
         logits: torch.Tensor,
         prev_tokens: torch.Tensor | Sequence[int] | None = None,
     ) -> None:
-        """Overwrite row tokens[i] with topk(logits[i]) for every i (freshest wins).
-
-        tokens [n] ids; logits [n, V] on any device and dtype; prev_tokens [n] ids of the token
-        before tokens[i] on its path, -1 where there is none (bigram tier only). If a token (or a
-        bigram key) occurs several times in one update, the last position wins.
+        """Overwrite row tokens[i] with topk(logits[i]) for every i; prev_tokens[i] (−1: none) keys the bigram
+        tier. Duplicates: the last position wins.
         """
         logits = logits.reshape(-1, logits.shape[-1])
         if logits.shape[-1] != self.vocab_size:
@@ -221,7 +189,6 @@ class AdjacencyTable:
         self._bg_count += n_new
 
     def _grow(self, needed: int) -> None:
-        """Make the bigram row store hold at least `needed` rows (capacity doubles)."""
         cap = self._bg_ids.shape[0]
         if needed <= cap:
             return
@@ -234,7 +201,6 @@ class AdjacencyTable:
             scores[:cap] = self._bg_scores
             self._bg_scores = scores
 
-    # ------------------------------------------------------------------ the two usual updates
     def update_from_tree(
         self,
         tokens: Sequence[int],
@@ -242,10 +208,8 @@ class AdjacencyTable:
         logits: torch.Tensor,
         prev_anchor: int | None = None,
     ) -> None:
-        """Update from a verification forward over a tree (rejected nodes included).
-
-        tokens / parents as in DraftTree (parents[0] == -1); logits [n, V]; prev_anchor the
-        committed token before the anchor (the root's bigram predecessor), None if there is none.
+        """Update from a verification forward over a tree, rejected nodes included; `prev_anchor` is the
+        root's bigram predecessor (None: none).
         """
         prev = None
         if self.use_bigram:
@@ -255,10 +219,8 @@ class AdjacencyTable:
         self.update(tokens, logits, prev)
 
     def update_from_prefill(self, prompt_ids: Sequence[int], logits: torch.Tensor) -> None:
-        """Prefill harvest: row prompt[i] <- topk(logits[i]), bigram key (prompt[i-1], prompt[i]).
-
-        If `logits` has fewer rows than the prompt (an engine that kept only the tail), they are
-        aligned with the last prompt tokens.
+        """Prefill harvest (Goose App. C.1): row prompt[i] ← topk(logits[i]), bigram key (prompt[i−1],
+        prompt[i]); fewer logits rows than prompt tokens align with the tail.
         """
         logits = logits.reshape(-1, logits.shape[-1])
         ids = np.asarray(prompt_ids, dtype=np.int64)

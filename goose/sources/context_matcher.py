@@ -1,14 +1,9 @@
-"""Context matcher: Goose's spine source (SPEC "Goose" step 1).
+"""Context matcher: Goose's spine source (Goose §4.1, docs/paper.md).
 
-The pool is the prompt plus every committed token. For each n in the n-gram lengths (5, 4, 3) an
-index maps an n-gram to the list of positions where it starts, in order of appearance. An n-gram
-is indexed only once the token that follows it has been committed, so a lookup never finds the
-query suffix itself (it has nothing after it): every indexed occurrence is an *earlier* one.
-
-Appending a token costs len(ngram_lengths) dict insertions; a lookup costs len(ngram_lengths)
-dict probes. Neither depends on the length of the text (no rescans). Consensus is kept the same
-way: per n-gram, the next token of its first occurrence and whether every later occurrence
-continued with that same token.
+The pool is the prompt plus every committed token; per n-gram length (5, 4, 3) an index maps an n-gram to
+its start positions. An n-gram is indexed only once its next token is committed, so every hit is an earlier
+occurrence. Appends and lookups cost len(ngram_lengths) dict operations, with no rescans; consensus is
+tracked per n-gram the same way.
 """
 
 from __future__ import annotations
@@ -19,12 +14,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ContextMatch:
-    """The result of one lookup.
-
-    chain      up to max_chain tokens that followed the earliest occurrence (empty: no match)
-    n          the n-gram length that matched (0 when there is no match)
-    start      pool position where the earliest occurrence starts (-1 when there is no match)
-    consensus  at that n: >= 2 earlier occurrences, all continuing with the same next token
+    """One lookup: `chain` (up to max_chain tokens after the earliest occurrence), the matched `n`, its
+    `start`, and `consensus` (>= 2 earlier occurrences, all with the same next token).
     """
 
     chain: list[int]
@@ -46,11 +37,7 @@ class _Occurrences:
 
 
 class ContextMatcher:
-    """Incremental n-gram index over prompt + committed tokens.
-
-    ngram_lengths  lengths queried, longest first (paper: (5, 4, 3))
-    max_chain      longest continuation one match returns (paper: 20)
-    """
+    """Incremental n-gram index over prompt + committed tokens (ngram_lengths longest first; max_chain)."""
 
     def __init__(self, ngram_lengths: Sequence[int] = (5, 4, 3), max_chain: int = 20) -> None:
         if max_chain < 1:
@@ -66,7 +53,6 @@ class ContextMatcher:
         return len(self.tokens)
 
     def reset(self) -> None:
-        """Forget the pool (a new prompt)."""
         self.tokens = []
         self._index = {n: {} for n in self.ngram_lengths}
 
@@ -91,9 +77,7 @@ class ContextMatcher:
             pool.append(token)
 
     def sync(self, committed: Sequence[int]) -> None:
-        """Bring the pool up to `committed` (prompt + generated), appending only the new tail.
-
-        The pool must be a prefix of `committed` (the decode loop only ever appends)."""
+        """Append the new tail of `committed`; the pool must be a prefix of it."""
         if len(committed) < len(self.tokens):
             raise ValueError(
                 f"committed has {len(committed)} tokens but the matcher already holds {len(self.tokens)}; "
@@ -103,7 +87,6 @@ class ContextMatcher:
             self.append(committed[len(self.tokens) :])
 
     def occurrences(self, ngram: Sequence[int]) -> list[int]:
-        """Start positions of the earlier occurrences of `ngram` (those with a next token)."""
         index = self._index.get(len(ngram))
         if index is None:
             raise ValueError(f"no index for n = {len(ngram)}; lengths are {self.ngram_lengths}")
@@ -111,10 +94,9 @@ class ContextMatcher:
         return list(entry.starts) if entry else []
 
     def match(self, suffix: Sequence[int] | None = None) -> ContextMatch:
-        """Look up the last n tokens of `suffix` (default: of the pool) for n longest first.
-
-        At the first n with earlier occurrences, return the continuation of the earliest one (up
-        to max_chain tokens) and the consensus flag at that n."""
+        """Look up the last n tokens of `suffix` (default: the pool), longest n first; at the first n with
+        earlier occurrences return the earliest one's continuation and consensus.
+        """
         if suffix is None:
             suffix = self.tokens[-self.ngram_lengths[0] :]
         for n, index in self._index.items():
@@ -130,7 +112,6 @@ class ContextMatcher:
         return NO_MATCH
 
     def _match_after(self, extended: Sequence[int]) -> ContextMatch:
-        """The match of the drafted text pool + `extended`: its last (longest n-gram) tokens."""
         width = self.ngram_lengths[0]
         tail = list(extended[-width:])
         if len(tail) < width:
@@ -138,12 +119,8 @@ class ContextMatcher:
         return self.match(tail)
 
     def extend_chain(self, chain: Sequence[int], limit: int, require_consensus: bool) -> list[int]:
-        """Grow `chain` by repeated matching from the end of the drafted text (SPEC step 5).
-
-        The drafted text is pool + chain; each round looks up its suffix and appends the match's
-        continuation, until the chain has `limit` tokens (cut there) or a lookup finds nothing.
-        With `require_consensus` (c = 1) a proposal is appended only if it has consensus itself;
-        the first one without consensus ends the extension and is not appended.
+        """Grow `chain` by repeated matching from the end of the drafted text (Goose §4.3) up to `limit`
+        tokens; with `require_consensus` (c = 1) the first proposal without consensus ends it.
         """
         extended = list(chain)
         while len(extended) < limit:
@@ -154,12 +131,8 @@ class ContextMatcher:
         return extended
 
     def extend_chain_whole(self, chain: Sequence[int], limit: int, saturated: bool) -> list[int]:
-        """The official extension (goose/decoding.py `_Session._extend_chain`; compat=authors).
-
-        Like `extend_chain`, but each round appends the proposal whole (the result may overshoot
-        `limit` by up to max_chain - 1 tokens), and with `saturated` (c = 1) the first proposal
-        without consensus is appended before the extension stops (consensus is judged at the
-        position the proposal was made from, before it is appended).
+        """The official extension (compat=authors): whole proposals are appended (overshooting `limit` by up
+        to max_chain − 1), and at c = 1 the first proposal without consensus is appended before stopping.
         """
         extended = list(chain)
         while len(extended) < limit:

@@ -1,6 +1,6 @@
-"""A drafter's table that may live for a whole run (Token Recycling's adjacency table, STAND's
-n-gram table): with `persistent_table` the table is the drafter's state across prompts, which the
-runner checkpoints beside the cell's rows (`goose.engine.core.drafter.Drafter.carries_run_state`)."""
+"""A drafter table that may live for a whole run (TR's adjacency table, STAND's n-gram table): with
+`persistent_table` it is state the runner checkpoints across prompts.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ class RunLongTable:
 
     @property
     def carries_run_state(self) -> bool:
-        """The table outlives a prompt only with `persistent_table`."""
         return self.persistent_table
 
     def run_state(self) -> Any:

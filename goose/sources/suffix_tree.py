@@ -1,68 +1,13 @@
 """Suffix tree: SuffixDecoding's token source (Oliaro et al., arXiv 2411.04975).
 
-What it holds. For every sequence added (a prompt plus its output, or one earlier output), every
-suffix of that sequence, each cut at `max_depth` tokens: a depth-limited suffix trie, stored
-path-compressed (a chain of single-child nodes is one node whose edge label is a slice of a stored
-sequence), as the reference implementation stores it (snowflakedb/ArcticInference,
-csrc/suffix_decoding/suffix_tree.{h,cc}). Every node carries a *count*: the number of suffixes that
-pass through or end at it. For a token string w of length <= max_depth this is exactly the number
-of occurrences of w in the sequences (summed over them): the suffix starting at an occurrence of w
-reaches depth |w| because it runs for max_depth tokens or to its sequence's end. The count of the
-empty string (the root) is the number of tokens added.
-
-The empirical continuation probability of token t after w is count(w t) / count(w) (the
-denominator counts an occurrence of w at a sequence's very end, which has no continuation, as the
-reference does), and a drafted node's probability is the product of these ratios along its path
-from the matched node: the paper's D(N).
-
-Incremental update (`append`): each sequence keeps its *active* suffixes, those that started at its
-last max_depth positions (the reference's deque of active nodes). Appending a token pushes a new
-empty suffix at the root, drops the oldest once there are more than max_depth, and extends each
-active suffix by the token. An active suffix always ends exactly at the end of a node's edge (the
-invariant the cases below keep), so extending it is one of:
-
-  A. the node has no child for the token:
-     A1. it is a leaf through which only this suffix passes (count 1, not the root): its edge
-         grows by one token in place (the edge is this very suffix's last tokens);
-     A2. otherwise: a new leaf child of one token, count 1.
-  B. the node has a child c for the token:
-     B1. not the root and count == c.count + 1: this suffix is the only one that ends here and
-         everything else goes on into c, so after the step node and c carry the same strings up
-         to c's first token. If c's edge is one token, c absorbs the node (c takes its place with
-         the concatenated edge, count + 1); else the boundary moves one token down (the node's
-         edge grows by c's first token, c's edge loses it).
-     B2. otherwise: the suffix moves into c: c.count + 1 if c's edge is one token, else c is
-         split after its first token into a new node (count c.count + 1) above the rest.
-
-Each case touches O(1) nodes, so appending a token costs O(max_depth), whatever the length of
-the text (no rescans). A count-1 node's edge always refers to the occurrence of its one suffix, and
-every case leaves the other active suffixes' end points where they were; the tests check the
-result against counts computed from scratch. Removing a sequence (the reference's FIFO eviction of
-its global cache) is not implemented: nothing in this harness runs enough prompts to reach the
-reference's cache sizes (10,000 responses in vLLM, unlimited by default in ArcticInference).
-
-Speculation (`speculate`, `speculate_tail`) follows the reference's `SuffixTree::speculate`: for
-each match length m = 1, 2, ... (the pattern's last m tokens found in the tree, from the root),
-draft at most MAX_SPEC = min(max_spec_tokens, floor(m * max_spec_factor + max_spec_offset))
-tokens after the match (the paper's MAX_SPEC = α p, p the match length), by
-  tree mode: best-first expansion by path probability (a max-heap of candidate tokens; a
-             candidate below min_token_prob is never pushed), or
-  path mode: the single path that always takes the most frequent continuation, until the path
-             probability falls below min_token_prob;
-score the draft by the sum of its nodes' probabilities (the expected number of accepted tokens
-under the frequency model; the paper's SCORE), and keep the best draft, ties going to the longer
-match. Where the reference leaves an order unspecified (hash-map order of children, a
-priority queue's ties), we break ties deterministically: among equal probabilities the shallower
-candidate, then the one whose parent was drafted first, then the smaller token id; on a path, the
-larger count, then the smaller token id. The heap pops in non-increasing probability, so a tree
-draft lists parents before children and its probabilities never increase along the list.
-
-Match lengths run up to min(len(pattern), max_depth - 1): a node at depth max_depth has no
-children, so a longer match can never be continued. (The reference loops to len(pattern) - 1 with
-the pattern cut to max_depth tokens: the same, except that it never tries a pattern shorter than
-max_depth in full.) The loop stops at the first length that is absent from the tree (the reference
-does) or has no continuation (every longer match then has none either: its occurrences are all
-occurrences of the shorter one).
+Every suffix of each sequence, cut at `max_depth`, in a path-compressed trie with counts (occurrences), as
+the reference stores it (snowflakedb/ArcticInference); count(w t) / count(w) is the continuation
+probability, and a draft node's probability is the product along its path (the paper's D(N)). `append`
+extends each active suffix by the token in O(1) nodes (cases A1, A2, B1, B2 below), so an append costs
+O(max_depth); tests compare against counts from scratch. `speculate` follows the reference: for match
+lengths m = 1, 2, … draft up to MAX_SPEC = min(max_spec_tokens, floor(m · max_spec_factor +
+max_spec_offset)) tokens and keep the draft of largest SCORE (sum of D(N)), ties to the longer match;
+unspecified ties are broken deterministically.
 """
 
 from __future__ import annotations
@@ -73,9 +18,9 @@ from dataclasses import dataclass, field
 
 
 class _Node:
-    """A node of the path-compressed tree. Its edge label is ref[start : start + length] (ref is a
-    stored sequence); count = suffixes passing through or ending at it; children are keyed by the
-    first token of their edge."""
+    """A path-compressed node: edge label ref[start : start + length], count of suffixes through it, children
+    keyed by their edge's first token.
+    """
 
     __slots__ = ("count", "children", "parent", "ref", "start", "length")
 
@@ -90,13 +35,8 @@ class _Node:
 
 @dataclass
 class SuffixDraft:
-    """One speculation.
-
-    tokens     drafted tokens, best first (parents before children)
-    parents    parents[i] = index in `tokens` of token i's parent, -1 = attached to the anchor
-    probs      path probability of each drafted token (the paper's D(N))
-    score      sum of probs: expected accepted tokens under the frequency model
-    match_len  length of the pattern suffix the draft continues (0 = no draft)
+    """One speculation: `tokens` best first (parents first), `parents` (−1: the anchor), `probs` (D(N)),
+    `score` (their sum) and `match_len` (0: no draft).
     """
 
     tokens: list[int] = field(default_factory=list)
@@ -107,10 +47,7 @@ class SuffixDraft:
 
 
 class SuffixTree:
-    """Depth-limited, path-compressed suffix tree over several token sequences, with counts.
-
-    max_depth  longest suffix kept (tokens); reference default 64
-    """
+    """Depth-limited, path-compressed suffix tree over several token sequences, with counts."""
 
     def __init__(self, max_depth: int = 64) -> None:
         if not isinstance(max_depth, int) or isinstance(max_depth, bool) or max_depth < 1:
@@ -120,26 +57,20 @@ class SuffixTree:
         self._seqs: dict[int, list[int]] = {}
         self._active: dict[int, list[_Node]] = {}  # per sequence, oldest (longest) suffix first
 
-    # ------------------------------------------------------------------ contents
     @property
     def num_tokens(self) -> int:
-        """Tokens added over all sequences (the root's count)."""
         return self.root.count
 
     def sequence_ids(self) -> list[int]:
-        """Ids of the sequences held, in the order they were first added to."""
         return list(self._seqs)
 
     def sequence(self, seq_id: int) -> list[int]:
-        """A copy of sequence `seq_id` (empty if it was never added to)."""
         return list(self._seqs.get(seq_id, ()))
 
     def __len__(self) -> int:
         return self.root.count
 
-    # ------------------------------------------------------------------ incremental update
     def extend(self, seq_id: int, tokens: Iterable[int]) -> None:
-        """Append `tokens` to sequence `seq_id` (created on first use)."""
         for token in tokens:
             self.append(seq_id, token)
 
@@ -197,10 +128,8 @@ class SuffixTree:
                 mid.children[child.ref[child.start]] = child
                 active[i] = mid
 
-    # ------------------------------------------------------------------ queries
     def _walk(self, path: Sequence[int]) -> tuple[_Node, int] | None:
-        """(node, offset) where `path` ends (offset = tokens of the node's edge consumed), or None
-        if `path` is not in the tree."""
+        """(node, offset into its edge) where `path` ends, or None."""
         node, idx = self.root, 0
         for t in path:
             if idx == node.length:
@@ -215,8 +144,7 @@ class SuffixTree:
         return node, idx
 
     def count(self, path: Sequence[int]) -> int:
-        """Occurrences of the token string `path` (len <= max_depth) over all sequences; the empty
-        path counts every token added."""
+        """Occurrences of `path` over all sequences (the empty path: every token)."""
         found = self._walk(path)
         return found[0].count if found else 0
 
@@ -231,8 +159,7 @@ class SuffixTree:
         return {t: c.count for t, c in node.children.items()}
 
     def substring_counts(self) -> dict[tuple[int, ...], int]:
-        """{w: count(w)} for every non-empty string in the tree (test and debugging aid: as many
-        entries as distinct substrings of length <= max_depth)."""
+        """{w: count(w)} for every non-empty string in the tree (test aid)."""
         out: dict[tuple[int, ...], int] = {}
         stack: list[tuple[_Node, tuple[int, ...]]] = [(c, ()) for c in self.root.children.values()]
         while stack:
@@ -244,10 +171,9 @@ class SuffixTree:
         return out
 
     def check_integrity(self) -> None:
-        """Raise AssertionError unless the structure is consistent (test aid): edges non-empty,
-        keyed by their first token, parent links right, a node's count above each child's and at
-        least their sum, depth <= max_depth, and each active suffix ends at a node's end holding
-        exactly the sequence's last tokens."""
+        """Raise AssertionError unless the structure is consistent (test aid): edges, parent links, counts,
+        depth and active suffixes.
+        """
         stack = [(self.root, 0)]
         while stack:
             node, depth = stack.pop()
@@ -265,10 +191,8 @@ class SuffixTree:
             for m, node in enumerate(reversed(active), start=1):
                 assert self._walk(seq[-m:]) == (node, node.length)
 
-    # ------------------------------------------------------------------ speculation
     def _pattern_matches(self, pattern: Sequence[int]) -> Iterator[tuple[int, _Node, int]]:
-        """(m, node, offset) for the pattern's last m tokens, m = 1, 2, ..., each walked from the
-        root, until one is absent."""
+        """(m, node, offset) for the pattern's last m tokens, m = 1, 2, …, until one is absent."""
         limit = min(len(pattern), self.max_depth - 1)
         n = len(pattern)
         for m in range(1, limit + 1):
@@ -278,8 +202,7 @@ class SuffixTree:
             yield m, found[0], found[1]
 
     def _tail_matches(self, seq_id: int) -> Iterator[tuple[int, _Node, int]]:
-        """The same for the pattern "the last tokens of sequence seq_id", in O(1) per length: the
-        suffix of length m is that sequence's m-th newest active suffix, at a node's end."""
+        """The same for a sequence's own tail in O(1) per length, via its active suffixes."""
         active = self._active.get(seq_id, [])
         limit = min(len(active), self.max_depth - 1)
         for m in range(1, limit + 1):
@@ -295,8 +218,7 @@ class SuffixTree:
         min_token_prob: float = 0.1,
         tree: bool = True,
     ) -> SuffixDraft:
-        """The best draft continuing `pattern` (see the module docstring); max_spec_tokens None =
-        max_depth. Defaults are the reference's, except `tree` (its default is a path)."""
+        """The best draft continuing `pattern`; defaults are the reference's except `tree`."""
         return self._best(
             self._pattern_matches(pattern),
             max_spec_tokens,
@@ -315,8 +237,7 @@ class SuffixTree:
         min_token_prob: float = 0.1,
         tree: bool = True,
     ) -> SuffixDraft:
-        """`speculate(pattern)` for pattern = the tail of sequence `seq_id` itself (a request's own
-        tree over its prompt and output), with no walk from the root."""
+        """`speculate` on sequence `seq_id`'s own tail, with no walk from the root."""
         return self._best(
             self._tail_matches(seq_id),
             max_spec_tokens,
@@ -359,7 +280,6 @@ class SuffixTree:
         heap: list[tuple[float, int, int, int, _Node, int]] = []
 
         def push_next(nd: _Node, i: int, prob: float, depth: int, parent: int) -> None:
-            """Push the candidates that follow position i of nd's edge."""
             if i < nd.length:  # inside an edge: the one continuation, same probability
                 heapq.heappush(heap, (-prob, depth, parent, nd.ref[nd.start + i], nd, i))
                 return

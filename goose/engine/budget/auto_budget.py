@@ -1,56 +1,11 @@
-"""budget=auto: a drafter wrapper that cuts any tree drafter's tree to the size this hardware pays for.
-
-`AutoBudgetDrafter(inner, latency)` lets the inner drafter propose its tree at its configured
-(maximum) budget, then keeps the first b nodes in insertion order. The builders insert parents
-before children and the more valuable nodes first (spine, then root and spine alternatives, then
-breadth-first branches; TR's template and EAGLE-2's value order likewise), so a prefix is
-ancestor-closed (a valid tree) and holds the nodes the builder valued most. b maximises the
-expected tokens per second of the step:
-
-    b* = argmax_b  E[committed tokens | first b nodes] / latency(b)
-
-with latency(b) from `goose.engine.budget.cost_model` (calibrated on this machine) and
-
-    E[committed | b] = 1 + sum_{i < b, i >= 1} q_i,   q_i = P(node i is accepted),
-
-exactly: a node's acceptance depends only on its own path, so dropping later nodes does not change
-the acceptance of the kept ones, and a step commits its accepted nodes plus the bonus token.
-
-Estimating q_i. q_i = prod over the path root -> i of r(node), r = P(node accepted | its parent
-accepted). r is estimated per cell key = (source label, depth (capped at 16), rank among its
-siblings in insertion order (capped at 8)), from every verified tree: a node whose parent was on
-the accepted path was "reached", and counts as accepted if it is on the path. Why this and not a
-rate per insertion index: the same index means different things from tree to tree (index 5 is a
-spine node in one Goose tree and a root alternative in the next), whereas source, depth and
-sibling rank are what acceptance actually depends on (spine tokens are accepted several times
-as often as branch tokens, first-ranked successors more than later ones), and the conditional
-form learns from every reached node rather than only from full paths. Prior: Beta with mean 0.6
-for the spine and 0.35 / (rank + 1) for other sources, strength 2 pseudo-observations, so the
-first steps of a run draft moderately sized trees and the data take over after a few steps.
-Counts persist across the prompts of a run (they describe the model and the benchmark, not the
-prompt) and are halved when a cell passes `cap` reached nodes, so the estimate keeps adapting.
-
-Forgetting (the wrapper's `decay`, 0.99 per verification step: a half-life of ~69 steps). Every
-step multiplies all counts by `decay`, whether or not the step reached a cell, so an unobserved
-cell drifts back towards its prior (discounted Beta-Bernoulli estimates, as discounted UCB /
-Thompson sampling do for non-stationary bandits; Garivier & Moulines 2011). Without it the cut is
-an absorbing state: a source that fails a dozen times in a row (SAM-Decoding's chain copying the
-wrong period of a repetitive output) falls below the first node's break-even rate, is cut to the
-anchor from then on, is never reached again, and so is never re-estimated, for the rest of the
-run (measured before the fix: `sam` with budget=auto on SmolLM2 fp32, after its chain's first
-token was rejected 16 times on the periodic output of HumanEval/1, cut 193 of its next 209
-chains to the anchor, and its τ fell to 1.14 over the 50 prompts of `make bench`;
-tests/engine/test_auto_budget.py replays the trap). With decay the cell reopens after about one
-half-life, costs a few rejected nodes (a fraction of a node per step), and is kept again if the
-source has recovered. The paper is silent (budget=auto is this harness's); 0.99 keeps ~100 trees
-of memory for cells reached every step, enough for a rate to within +-0.05.
-
-Known bias: the EOS / max_new_tokens cut of a run's last step can make accepted nodes look
-rejected (once per prompt; negligible).
-
-The inner drafter observes the verified tree (the prefix; node indices are unchanged, so its
-logits rows line up) and the outcome as is; Goose's spine-acceptance EMA counts its spine length
-L on that observed tree, so it sees the spine nodes actually verified.
+"""budget=auto: cut any tree drafter's tree to the size this hardware pays for (a harness extension; the paper
+fixes B). Builders insert the most valuable nodes first, so the wrapper verifies the prefix of b* nodes
+maximising E[committed | b] / latency(b), with E = 1 + Σ_{i<b} q_i and latency from
+`goose.engine.budget.cost_model`. q_i = Π r along the path, r = P(accepted | parent accepted) per cell
+(source, depth, sibling rank), which is what acceptance depends on (p_s ≫ p_t); Beta prior (0.6 for the
+spine, 0.35 / (rank + 1) otherwise). Counts persist across prompts and decay every step, so an unobserved
+cell returns to its prior: otherwise a source that fails a few times is cut for good (discounted
+Beta-Bernoulli, Garivier & Moulines 2011; tests/engine/test_auto_budget.py).
 """
 
 from __future__ import annotations
@@ -83,8 +38,7 @@ def prefix_tree(tree: DraftTree, b: int) -> DraftTree:
 
 
 class AcceptanceModel:
-    """r(key) = P(node accepted | parent accepted) per (source, depth bucket, sibling-rank bucket),
-    Beta-smoothed (see the module docstring)."""
+    """r(key) = P(node accepted | parent accepted) per (source, depth, sibling rank), Beta-smoothed."""
 
     def __init__(
         self,
@@ -126,8 +80,9 @@ class AcceptanceModel:
     def bucket_keys(
         sources: list[int], depths: list[int], ranks: list[int]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Cell keys of nodes given by their source, depth and sibling rank (clipped to the
-        buckets), for a drafter that ranks siblings its own way (baselines.opt_tree)."""
+        """Cell keys from given sources, depths and sibling ranks, for a drafter that ranks siblings its own
+        way (baselines.opt_tree).
+        """
         src = np.minimum(np.asarray(sources, dtype=np.int64), NUM_SOURCES - 1)
         depth = np.minimum(np.asarray(depths, dtype=np.int64), MAX_DEPTH_BUCKET)
         rk = np.minimum(np.asarray(ranks, dtype=np.int64), MAX_RANK_BUCKET)
@@ -138,8 +93,7 @@ class AcceptanceModel:
         return a / (self.reached[keys] + self.prior_alpha[keys] + self.prior_beta[keys])
 
     def rate_table(self) -> np.ndarray:
-        """r of every cell, [NUM_SOURCES, MAX_DEPTH_BUCKET + 1, MAX_RANK_BUCKET + 1] (the same
-        estimate as `rates`, for a drafter that looks rates up while it builds a tree)."""
+        """r of every cell as one array, for a drafter that looks rates up while it builds a tree."""
         return (self.accepted + self.prior_alpha) / (self.reached + self.prior_alpha + self.prior_beta)
 
     def path_probabilities(
@@ -154,8 +108,6 @@ class AcceptanceModel:
         return q
 
     def age(self) -> None:
-        """One verification step passed: every count is multiplied by `decay` (module docstring,
-        "Forgetting"); a no-op at decay = 1."""
         if self.decay < 1.0:
             self.reached *= self.decay
             self.accepted *= self.decay
@@ -176,19 +128,8 @@ class AcceptanceModel:
 
 
 class AutoBudgetDrafter(Drafter):
-    """Wraps a tree drafter; verifies the prefix of its tree that maximises expected tokens/s.
-
-    inner           any Drafter (configured at its maximum budget)
-    latency         LatencyTable of this engine and machine (`goose.engine.budget.cost_model`)
-    min_nodes       smallest tree to verify (1 = AR allowed)
-    max_nodes       optional cap on the verified tree
-    prior_strength  pseudo-observations of the acceptance prior (see module docstring)
-    decay           per-step forgetting factor of the acceptance counts, in (0, 1] (see module
-                    docstring, "Forgetting"; 1 = remember everything)
-
-    stats (added to the inner drafter's): auto_trees (trees offered to the wrapper),
-    auto_nodes_proposed / auto_nodes_verified (summed sizes before / after the cut),
-    auto_cut_to_ar (trees cut to the anchor alone).
+    """Wraps a tree drafter configured at its maximum budget and verifies the prefix of its tree with the most
+    expected tokens/s. Adds stats auto_trees, auto_nodes_proposed / _verified, auto_cut_to_ar.
     """
 
     def __init__(
@@ -212,9 +153,8 @@ class AutoBudgetDrafter(Drafter):
         self._lat = np.asarray(latency.curve(128))
         self._keys: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._own: dict[str, int] = {}
-        # A drafter that samples its drafts (STAND) sizes its tree itself with the same latency
-        # table: cutting a sampled tree after the draws would make a node's presence depend on its
-        # own draw and bias rejection sampling (baselines/stand.py).
+        # A sampling drafter (STAND) sizes its own tree: cutting after the draws would bias rejection
+        # sampling.
         sizer = getattr(inner, "use_latency", None)
         self._inner_sizes_itself = callable(sizer)
         if self._inner_sizes_itself:
@@ -228,8 +168,7 @@ class AutoBudgetDrafter(Drafter):
     def samples_drafts(self) -> bool:  # type: ignore[override]
         return self.inner.samples_drafts
 
-    # The acceptance rates are learnt over the whole run (they are not reset per prompt), so an
-    # auto-budget drafter always carries state across prompts: the rates and the inner drafter's.
+    # Acceptance rates are learnt over the whole run, so this wrapper always carries state across prompts.
     carries_run_state = True
 
     def run_state(self) -> Any:
@@ -267,7 +206,6 @@ class AutoBudgetDrafter(Drafter):
         lo = self.min_nodes - 1
         return lo + int(np.argmax(rate[lo:])) + 1
 
-    # ------------------------------------------------------------------ drafter contract
     def set_sampling(self, sampling: SamplingParams, seed: int) -> None:
         super().set_sampling(sampling, seed)
         self.inner.set_sampling(sampling, seed)
@@ -316,8 +254,9 @@ def wrap_auto_budget(
     latency: LatencyTable | str | Path | None = None,
     **kwargs: Any,
 ) -> Drafter:
-    """budget=auto for any drafter: calibrate the engine's latency curve once (or load it from a
-    JSON file written by `LatencyTable.save` / experiments/cost_curve.py) and wrap `drafter`."""
+    """budget=auto for any drafter: calibrate the engine's latency curve once (or load a saved one) and wrap
+    `drafter`.
+    """
     if latency is None:
         table = engine_latency(engine)
     elif isinstance(latency, LatencyTable):
@@ -328,7 +267,6 @@ def wrap_auto_budget(
 
 
 def auto_budget_factory(make_drafter, engine: VerificationEngine, **kwargs: Any):
-    """A drafter factory whose drafters are wrapped by `wrap_auto_budget` (one calibration)."""
     table = kwargs.pop("latency", None)
     table = engine_latency(engine) if table is None else table
 

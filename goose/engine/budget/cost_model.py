@@ -1,18 +1,11 @@
-"""Latency calibration: how long one verification step takes as a function of the tree size n.
+"""Latency calibration: the time of one verification step against the tree size n.
 
-Speculative decoding pays off when the tokens a step commits grow faster than the step's cost.
-On a GPU a step is nearly flat in n up to a few hundred nodes; on a CPU it is not (SmolLM2-135M:
-a 64-node tree costs ~3.4x a one-token step in fp32, ~1.6x in bf16), so the best budget depends on
-the hardware. `calibrate` measures it on the machine at hand: it prefills a synthetic prompt of
-`kv_len` tokens (a realistic cache length) and times `engine.verify` on trees of n = 1, 2, 4, ...,
-128 nodes (round robin over the sizes so that drifts hit every size alike, after a warm-up pass),
-rolling the cache back after each step. Each size's latency is the median over `repeats`; the
-table is then made non-decreasing in n (a bigger tree never costs less; measured dips are noise)
-and interpolated piecewise linearly in n, extrapolated with the last segment's slope.
-
-By default the step time includes what every adjacency-table drafter does with the step's logits
-(a top-K over [n, V] on the device and its transfer to the host, `update_topk=K`), so that the
-table is the cost of a step minus drafting, and the budget choice sees the whole n-dependent cost.
+Speculation pays off when committed tokens grow faster than the step's cost; on a GPU a step is nearly flat
+in n, on a CPU it is not, so the best budget depends on the hardware. `calibrate` prefills a synthetic
+prompt of `kv_len` tokens and times `engine.verify` on trees of 1, 2, 4, …, 128 nodes (round robin, after a
+warm-up), taking medians, making the table non-decreasing and interpolating piecewise linearly. The step
+includes the adjacency-table top-K of its logits (`update_topk`), since every such drafter pays it per
+node.
 """
 
 from __future__ import annotations
@@ -36,12 +29,8 @@ DEFAULT_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 
 @dataclass
 class LatencyTable:
-    """Verification latency (seconds) against tree size n (nodes, root included).
-
-    sizes    measured tree sizes, ascending, starting at 1
-    seconds  latency at each size (non-decreasing)
-    samples  raw measurements per size (seconds), for the record
-    meta     how and where it was measured (device, dtype, threads, kv_len, repeats, ...)
+    """Verification latency (seconds) against tree size n, root included: measured `sizes` (from 1),
+    non-decreasing `seconds`, raw `samples` and `meta` (device, dtype, threads, kv_len, …).
     """
 
     sizes: list[int]
@@ -67,11 +56,9 @@ class LatencyTable:
         return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
 
     def curve(self, n_max: int) -> list[float]:
-        """[latency(1), ..., latency(n_max)]."""
         return [self(n) for n in range(1, n_max + 1)]
 
     def relative(self) -> list[float]:
-        """Latency at each measured size relative to a one-node (AR) step."""
         return [s / self.seconds[0] for s in self.seconds]
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,8 +78,7 @@ class LatencyTable:
 
     @classmethod
     def load(cls, path: str | Path, dtype: str | None = None) -> LatencyTable:
-        """A table saved by `save`, or the `dtype` entry of a cost-curve record
-        (experiments/cost_curve.py writes {"tables": {dtype: table, ...}, ...})."""
+        """A table saved by `save`, or the `dtype` entry of an experiments/cost_curve.py record."""
         data = json.loads(Path(path).read_text())
         if "tables" in data:
             tables = data["tables"]
@@ -106,7 +92,6 @@ class LatencyTable:
 
 
 def monotone(values: Sequence[float]) -> list[float]:
-    """Running maximum: the smallest non-decreasing sequence above `values`."""
     out: list[float] = []
     for v in values:
         out.append(max(v, out[-1]) if out else v)
@@ -114,9 +99,7 @@ def monotone(values: Sequence[float]) -> list[float]:
 
 
 def calibration_tree(n: int, anchor: int, vocab_size: int, spine: int = 20, branching: int = 3) -> DraftTree:
-    """A Goose-like tree of n nodes: a spine chain of min(spine, n - 1) nodes under the anchor,
-    the remaining nodes as branches hung breadth-first (`branching` per node) from the anchor and
-    the spine. Tokens are distinct, so no node duplicates a sibling."""
+    """A Goose-like tree of n nodes: a spine chain and breadth-first branches, all tokens distinct."""
     tree = DraftTree.single(anchor)
     token = (anchor + 1) % vocab_size
     length = min(spine, n - 1)
@@ -142,10 +125,8 @@ def calibrate(
     update_topk: int | None = 10,
     seed: int = 0,
 ) -> LatencyTable:
-    """Measure the verification latency against tree size on this machine (see module docstring).
-
-    Leaves the engine with a finished synthetic sequence: call it between prompts. Takes about
-    (repeats + 1) * len(sizes) steps (a few seconds on a CPU for a 135M model).
+    """Measure verification latency against tree size on this machine. Leaves the engine with a finished
+    synthetic sequence, so call it between prompts.
     """
     sizes = sorted({int(s) for s in sizes} | {1})
     vocab = int(engine.model.config.get_text_config(decoder=True).vocab_size)
@@ -190,8 +171,7 @@ _CALIBRATED: weakref.WeakKeyDictionary[VerificationEngine, LatencyTable] = weakr
 
 
 def engine_latency(engine: VerificationEngine, **calibrate_kwargs: Any) -> LatencyTable:
-    """The engine's latency table, calibrated once per engine (and again if the torch thread
-    count changed since)."""
+    """The engine's latency table, calibrated once per engine (again if the thread count changed)."""
     table = _CALIBRATED.get(engine)
     if table is None or table.meta.get("threads") != torch.get_num_threads():
         table = _CALIBRATED[engine] = calibrate(engine, **calibrate_kwargs)

@@ -1,21 +1,10 @@
-"""The hardware limit of a verification step: its *floor*, so that a step time means the same on
-any machine.
+"""The hardware floor of a verification step, so that a step time means the same on any machine.
 
-A forward over n tree nodes after a KV cache of L tokens must at least
-- read every weight once and the KV cache once: bytes = weight bytes + KV bytes(L), at the
-  machine's measured memory bandwidth (`measure_bandwidth`: a reduction over a 1 GiB tensor,
-  median of repeats), and
-- do its matrix products: FLOPs ≈ 2 · n · (matmul parameters) + 4 · n · L · layers · q_heads ·
-  head_dim (scores and values), at the measured matrix-multiply throughput of the model's dtype
-  (`measure_matmul_flops`: a [64, K] × [K, N] product shaped like the model's MLP).
-
-floor(n) = max(bytes / bandwidth, FLOPs / throughput) (`StepFloor`); a step time is reported as a
-multiple of it. Weight bytes count each parameter storage once (tied input embedding and LM head:
-the LM head reads the whole matrix, the embedding lookup only n rows, so the storage is counted
-once); matmul parameters are every 2-D weight except the input embedding (looked up, not
-multiplied) unless it is tied to the LM head. Sources of error, all making the floor optimistic:
-caches are ignored (a 135M model does not fit in the last-level cache of the machines here),
-element-wise work and attention's softmax are left out.
+A forward over n nodes after L cached tokens must read every weight and the KV cache once (at the measured
+bandwidth) and do 2 · n · (matmul parameters) + 4 · n · L · layers · q_heads · head_dim FLOPs (at the
+measured matmul throughput of the dtype); floor(n) = max of the two times (`StepFloor`). Tied weights count
+once; the input embedding counts as matmul parameters only when it is the LM head. Caches, element-wise
+work and softmax are ignored, so the floor is optimistic.
 """
 
 from __future__ import annotations
@@ -48,9 +37,9 @@ def measure_bandwidth(device: torch.device | str = "cpu", gib: float = 1.0, repe
 def measure_matmul_flops(
     dtype: torch.dtype, k: int, n: int, m: int = 64, device: torch.device | str = "cpu", repeats: int = 7
 ) -> float:
-    """FLOP/s of an [m, k] × [k, n] product in `dtype` (median over repeats): the faster of a plain
-    matmul and, on a CPU with oneDNN, the prepacked product the lean forward uses
-    (goose.engine.forward.packed_linear), so that no kernel of the engine beats its own floor."""
+    """FLOP/s of an [m, k] × [k, n] product in `dtype`: the faster of a plain matmul and the prepacked one the
+    lean forward uses, so no engine kernel beats its own floor.
+    """
     a = torch.randn(m, k, device=device).to(dtype)
     b = torch.randn(k, n, device=device).to(dtype)
     products = [lambda: a @ b]
@@ -94,8 +83,7 @@ def weight_bytes(model: torch.nn.Module) -> int:
 
 
 def matmul_parameters(model: torch.nn.Module) -> int:
-    """Parameters that take part in matrix products per token (2-D weights; the input embedding
-    only when it is the LM head too)."""
+    """Parameters in matrix products per token: 2-D weights, the input embedding only when tied."""
     emb = model.get_input_embeddings().weight
     head = model.get_output_embeddings()
     tied = head is not None and head.weight.untyped_storage().data_ptr() == emb.untyped_storage().data_ptr()
@@ -146,11 +134,9 @@ class StepFloor:
         return 2.0 * n * self.matmul_params + self.attention_flops_per_pair * n * (kv_len + n)
 
     def seconds(self, n: int, kv_len: int) -> float:
-        """The floor of a step over n nodes after kv_len cached tokens."""
         return max(self.bytes(kv_len) / self.bandwidth, self.flops(n, kv_len) / self.matmul_flops)
 
     def bound(self, n: int, kv_len: int) -> str:
-        """Which resource sets the floor: "memory" or "compute"."""
         return (
             "memory"
             if self.bytes(kv_len) / self.bandwidth >= self.flops(n, kv_len) / self.matmul_flops
@@ -168,8 +154,6 @@ class StepFloor:
 
 
 def measure_floor(model: torch.nn.Module, repeats: int = 5) -> StepFloor:
-    """Measure this machine's bandwidth and the model dtype's matmul throughput (an MLP-shaped
-    product) and return the model's `StepFloor`."""
     cfg = _text_config(model)
     first = next(model.parameters())
     device, dtype = first.device, first.dtype

@@ -1,13 +1,8 @@
 """The decode loop: one prompt, one drafter, one engine; records what every step did.
 
-Metrics (SPEC): τ = generated tokens / target forward calls, the prefill counted as one call and
-the token it produces counted as generated. Wall time starts before the prefill and before any
-drafter state is allocated (drafter.begin runs inside the timed region).
-
-Per-step time split (seconds, clock synchronised on CUDA at each boundary, so the phases add up
-to the step): draft (drafter.propose), forward (inputs, mask, verification forward and argmax, up
-to the step's one host sync), walk (greedy walk, stop rules, KV compaction), update
-(drafter.observe, e.g. the adjacency-table update). verify = forward + walk.
+τ = generated tokens / target forward calls, the prefill counted as one call (docs/paper.md, Definitions).
+Wall time starts before the prefill and before `drafter.begin`. A step's time splits into draft, forward (up
+to the host sync), walk (walk, stop rules, compaction) and update.
 """
 
 from __future__ import annotations
@@ -41,8 +36,6 @@ class StepRecord:
 
 @dataclass
 class Generation:
-    """Everything one prompt's generation produced."""
-
     output_ids: list[int]
     forward_calls: int
     wall_time_s: float
@@ -50,8 +43,7 @@ class Generation:
     steps: list[StepRecord] = field(default_factory=list)
     drafter_stats: dict[str, Any] = field(default_factory=dict)
     stop: str = "max_new_tokens"  # why it ended: max_new_tokens, eos, or context (window full)
-    # CUDA graphs captured inside this prompt's wall time, and the seconds they took (cuda_graphs;
-    # 0 when the warm-up captured them all, or without graphs)
+    # CUDA graphs captured inside this prompt's wall time, and their seconds.
     graph_captures: int = 0
     graph_capture_s: float = 0.0
 
@@ -69,9 +61,7 @@ class Generation:
         return out
 
     def time_split(self) -> dict[str, float]:
-        """Total seconds per phase: prefill, draft, verify (= forward + walk), update, and the
-        split of verify into forward (inputs, mask, forward pass, argmax) and walk (greedy walk,
-        stop rules, KV compaction)."""
+        """Total seconds per phase: prefill, draft, verify (= forward + walk), update."""
         return {
             "prefill_s": self.prefill_s,
             "draft_s": sum(s.draft_s for s in self.steps),
@@ -82,8 +72,7 @@ class Generation:
         }
 
     def overhead_share(self) -> float:
-        """Share of the decode steps' time spent outside the verification forward pass (drafting,
-        walk + compaction, drafter update): the bookkeeping a faster engine cannot hide."""
+        """Share of the steps' time outside the verification forward: what a faster engine cannot hide."""
         steps = sum(s.draft_s + s.verify_s + s.update_s for s in self.steps)
         return (steps - sum(s.forward_s for s in self.steps)) / steps if steps else 0.0
 
@@ -109,13 +98,9 @@ def generate(
     sampling: SamplingParams | None = None,
     seed: int = 0,
 ) -> Generation:
-    """Speculative generation of up to `max_new_tokens` tokens (stop at EOS, kept): greedy, or at
-    `sampling.temperature` > 0 lossless speculative sampling with this sequence's `seed`
-    (goose.engine.core.sampling; with deterministic drafts the output equals AR's with the same seed).
-
-    on_step: called after every verification step with the verified tree, the engine's outcome
-    and the step's record, outside the per-step phases but inside the prompt's wall time, so it
-    must be cheap (e.g. keeping the first trees for a figure).
+    """Speculative generation of up to `max_new_tokens` tokens (stop at EOS, kept), greedy or sampled at
+    `sampling.temperature` > 0 with this sequence's `seed`. `on_step(tree, outcome, record)` runs inside the
+    prompt's wall time, so it must be cheap.
     """
     device = engine.device
     if max_new_tokens <= 0:
@@ -154,9 +139,8 @@ def generate(
             break
         budget = max_new_tokens - len(output)
         t0 = _clock(device)
-        # A tree deeper than the window or than the tokens still wanted is cut to fit (a node at
-        # depth d commits at most d + 1 tokens; a drafter that `verifies_full_tree` is cut to the
-        # window only, its output is cut by the engine); the drafter observes the verified tree.
+        # Cut a tree deeper than the window or the tokens still wanted (depth d commits at most d + 1 tokens);
+        # a drafter that `verifies_full_tree` is cut to the window only.
         depth = room if drafter.verifies_full_tree else min(room, budget - 1)
         tree = drafter.propose(committed).truncate_depth(depth)
         t1 = _clock(device)

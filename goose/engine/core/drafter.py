@@ -1,17 +1,10 @@
-"""The drafter contract: what every method (AR, PLD, TR, iso, eagle2, Goose) implements.
+"""The drafter contract that every method implements. A drafter knows nothing about timing, files,
+Hydra or W&B; the decode loop calls it in this order:
 
-A drafter proposes a DraftTree rooted at the anchor and learns from what the target model said.
-It knows nothing about timing, files, Hydra or W&B; the decode loop calls it in this order:
-
-    drafter.set_sampling(sampling, seed)             once per prompt, before the prefill
-    drafter.begin(prompt_ids, prefill_logits)        once per prompt, after the prefill forward
-                                                     ([P, V] if the drafter's class sets
-                                                     needs_prefill_logits, else the last row [1, V])
-    loop:
-        tree = drafter.propose(committed)            committed[-1] is the anchor
-        outcome = engine.verify(tree)                one forward pass
-        drafter.observe(tree, outcome)               logits of every node + the accepted path
-    drafter.end()                                    once per prompt
+    drafter.set_sampling(sampling, seed)        once per prompt, before the prefill
+    drafter.begin(prompt_ids, prefill_logits)   after the prefill ([P, V] if needs_prefill_logits)
+    loop: tree = drafter.propose(committed); outcome = engine.verify(tree); drafter.observe(tree, outcome)
+    drafter.end()
 """
 
 from __future__ import annotations
@@ -27,14 +20,8 @@ from goose.engine.core.tree import DraftTree
 
 @dataclass
 class VerifyOutcome:
-    """What one verification step returned to the decode loop and the drafter.
-
-    logits:          [n, V] logits of every tree node (on the model's device)
-    predictions:     argmax of every node's logits, as a Python list of length n
-    accepted_nodes:  node indices of the accepted path, root first (always starts with 0)
-    new_tokens:      tokens committed by this step: the accepted drafted tokens plus the bonus
-                     token (argmax at the last accepted node; at temperature > 0 the target's
-                     draw there), already cut at EOS / max_new_tokens
+    """One verification step's result: logits and argmax `predictions` of every node, `accepted_nodes` (root
+    first) and `new_tokens` (accepted tokens plus the bonus, cut at EOS and max_new_tokens).
     """
 
     logits: torch.Tensor
@@ -45,25 +32,17 @@ class VerifyOutcome:
 
 @dataclass
 class Drafter:
-    """Base class; subclasses override `propose` and, if they learn, `begin` and `observe`.
-
-    `route` (set by `propose`) names the kind of step the drafter chose (e.g. "ar", "chain",
-    "spine_tree", "branch_tree"); `stats` collects method-specific counters that end up in the
-    result row (e.g. Goose's spine continuations).
+    """Base class: override `propose` and, to learn, `begin` and `observe`; `route` names the step kind,
+    `stats` holds method-specific counters for the result row.
     """
 
-    # Whether `begin` needs the logits of every prompt position (a prefill harvest into an
-    # adjacency table); False spares the LM head over the prompt. Declared by each drafter class
-    # (a property where a hyperparameter decides it).
+    # Whether `begin` needs the logits of every prompt position (a prefill harvest); False spares the LM head.
     needs_prefill_logits: ClassVar[bool] = False
 
-    # Whether the decode loop verifies the drafter's whole tree on the last steps of a prompt and
-    # cuts only the committed tokens (True), rather than cutting the tree to the tokens still
-    # wanted before verification (False, the default). The window of the model cuts it either way.
-    # Goose and the isotropic controls set it under compat=authors, as the official Goose code does.
+    # True: on the last steps of a prompt the whole tree is verified and only the output is cut (the
+    # official Goose code's behaviour, used under compat=authors); False: the tree is cut first.
     verifies_full_tree: ClassVar[bool] = False
-    # Whether the drafts are *sampled* from a proposal q (STAND) rather than a function of the
-    # context: then at temperature > 0 the output equals AR's in distribution, not token for token.
+    # True if the drafts are sampled from a proposal q (STAND): at T > 0 lossless in distribution only.
     samples_drafts: ClassVar[bool] = False
     # The sampling settings of the current sequence and its seed (`set_sampling`).
     sampling: ClassVar[SamplingParams] = GREEDY
@@ -78,10 +57,7 @@ class Drafter:
         return {}
 
     def set_sampling(self, sampling: SamplingParams, seed: int) -> None:
-        """Called once per prompt before `begin`: the sequence's sampling settings (temperature 0 =
-        greedy) and seed. Deterministic drafters need neither (their trees are a function of the
-        context, which sample-and-match verification requires); a drafter that samples its
-        drafts (STAND) seeds its own generator from `seed`, independent of the target's noise."""
+        """The sequence's sampling settings and seed, before `begin`; used by sampling drafters (STAND)."""
         self.sampling, self.sampling_seed = sampling, seed
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
@@ -99,12 +75,8 @@ class Drafter:
     def end(self) -> None:
         """Called once per prompt when generation stops."""
 
-    # ------------------------------------------------------------------ state across prompts
-    # Whether this drafter carries state from one prompt of a run to the next (Token Recycling's
-    # run-long table, budget=auto's learnt acceptance rates, a global suffix cache). The runner
-    # then checkpoints `run_state()` beside the cell's rows after every prompt, and a resumed cell
-    # restores it before its next prompt, so that an interrupted and resumed run gives the same
-    # rows as an uninterrupted one.
+    # State carried across the prompts of a run (TR's table, budget=auto's rates, a global suffix cache)
+    # is checkpointed by the runner after every prompt, so a resumed run gives the same rows.
     carries_run_state: ClassVar[bool] = False
 
     def run_state(self) -> Any:
@@ -115,14 +87,13 @@ class Drafter:
         """Continue from a `run_state()` snapshot (taken after the same earlier prompts)."""
 
     def count(self, key: str, by: int = 1) -> None:
-        """Increment a method-specific counter in `stats`."""
         self.stats[key] = self.stats.get(key, 0) + by
 
 
 @dataclass
 class ARDrafter(Drafter):
-    """Autoregressive decoding (AR) as a drafter: proposes only the anchor, so each verification
-    step commits exactly one token (τ = 1). It is the reference every method's output is checked
-    against, which is why it lives beside the contract rather than among the baselines."""
+    """Autoregressive decoding: proposes only the anchor (τ = 1); the reference all outputs are checked
+    against.
+    """
 
     name: str = "ar"

@@ -1,27 +1,7 @@
-"""A preallocated (static) KV cache for tree verification, with in-place compaction.
-
-`TreeKVCache` is a `transformers` `Cache` whose layers write the new key/value rows of a forward
-pass in place into preallocated buffers and hand the attention the views of the valid rows: no
-`torch.cat` per step and no reallocation while the sequence fits (gpt-fast's static cache, kept
-eager). After the verification forward the engine keeps the prefix, the root and the accepted path
-and drops the rest with one `compact` call: for a contiguous path (AR, chains, spine prefixes) it
-only moves the valid-length pointer; otherwise one gather and one copy over the buffer that holds
-every layer's keys and values at once (not one pair of copies per layer).
-
-Layout. When every attention layer has the same (batch, kv heads, head dim) (Llama, Qwen3,
-Gemma 3, Vicuna, ...), all layers live in one tensor [num_layers, 2, B, H, capacity, D] and each
-layer's keys / values are views of it; a layer of another shape, dtype or device (a model split
-over two GPUs by device_map) gets a buffer of its own and is compacted on its own. Every layer keeps every key, sliding-window layers included: the engine's
-masks do the windowing, so compaction is the same for every layer.
-
-Capacity. `reserve(n)` makes room for n rows; when a sequence outgrows the buffer it is
-reallocated at (at least) twice the size and the valid rows are copied over, so growth costs
-O(log) reallocations per sequence. The engine reserves prompt + max_new_tokens + a tree's worth at
-the prefill and reuses the buffer across prompts.
-
-Only the methods that the `transformers` models call on a cache during a forward (`update`,
-`get_seq_length`, `get_mask_sizes`, the per-layer flags) and a few housekeeping ones (`crop`,
-`reset`) are implemented; beam search, offloading and `torch.compile` are out of scope.
+"""A preallocated KV cache for tree verification, compacted in place (gpt-fast's static cache, eager): no
+`torch.cat` per step. `compact` keeps prefix, root and accepted path by a pointer move for a contiguous
+path, else one gather over a joint [num_layers, 2, B, H, capacity, D] buffer (a layer on another device
+gets its own). Every layer keeps every key; the engine's masks do any windowing.
 """
 
 from __future__ import annotations
@@ -37,11 +17,7 @@ def _round_up(n: int) -> int:
 
 
 class TreeKVLayer(CacheLayerMixin):
-    """One attention layer's rows of a `TreeKVCache`.
-
-    `length` is the number of valid rows; `keys` / `values` are views [B, H, length, D] of the
-    layer's buffers. `update` writes the new rows at [length, length + n) and advances `length`.
-    """
+    """One layer's rows: `keys` / `values` are views of the `length` valid rows; `update` appends in place."""
 
     is_compileable = False
     is_sliding = False  # keeps every key; the engine's masks apply windows
@@ -76,7 +52,6 @@ class TreeKVLayer(CacheLayerMixin):
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write the new rows in place; return views of every valid row (old and new)."""
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         start = self.length
@@ -111,11 +86,7 @@ class TreeKVLayer(CacheLayerMixin):
 
 
 class TreeKVCache(Cache):
-    """Preallocated per-layer KV buffers with a valid-length pointer and in-place compaction.
-
-    num_layers  the model's decoder layers (config.num_hidden_layers of the text config)
-    capacity    rows to allocate at the first forward (grown on demand)
-    """
+    """Preallocated per-layer KV buffers with a valid-length pointer; `capacity` grows on demand."""
 
     def __init__(self, num_layers: int, capacity: int = 1024) -> None:
         if num_layers <= 0:
@@ -125,7 +96,6 @@ class TreeKVCache(Cache):
         self.storage: torch.Tensor | None = None  # [num_layers, 2, B, H, capacity, D]
         self._spec: tuple | None = None  # (B, H, D, dtype, device) of the joint storage
 
-    # ------------------------------------------------------------------ allocation
     def _bind(self, layer: TreeKVLayer, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         """Give `layer` its buffers: views of the joint storage if its shape matches, else its own."""
         b, h, _, d = key_states.shape
@@ -174,24 +144,17 @@ class TreeKVCache(Cache):
                     setattr(layer, name, new)
         self.capacity = new_cap
 
-    # ------------------------------------------------------------------ sequence bookkeeping
     @property
     def length(self) -> int:
-        """Valid rows of the first layer (all layers agree between forwards)."""
         return self.layers[0].length
 
     def reset(self) -> None:
-        """Start a new sequence; the buffers are kept (no reallocation)."""
         for layer in self.layers:
             layer.length = 0
 
     def compact(self, start: int, src: torch.Tensor | None, keep: int) -> None:
-        """Keep rows [0, start) and `keep` rows after them; drop everything else.
-
-        src  None when the kept rows are already [start, start + keep) (a contiguous path);
-             else a long tensor of `keep` row indices (ascending, >= start, on the cache's device)
-             that are moved to [start, start + keep). Rows only move towards lower indices and the
-             gather is materialised before the write, so there is no aliasing.
+        """Keep rows [0, start) and `keep` rows after them. `src`: None when they already are [start, start +
+        keep), else ascending row indices to gather there (the gather is materialised first: no aliasing).
         """
         end = start + keep
         if src is not None:

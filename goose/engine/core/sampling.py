@@ -1,51 +1,12 @@
-"""Sampling (temperature > 0) in the verification engine: the warp AR applies, the target's noise,
-and the two tree verifiers that keep the output distribution exactly the target's.
+"""Sampling (temperature > 0): the warp AR applies, the target's noise, and two tree verifiers that keep the
+output distribution exactly the target's (the paper is greedy only; docs/paper.md).
 
-Warp (`warp_scores`), in the order `transformers` applies its warpers: logits / T, then top-k
-(keep the k largest; ties at the k-th value are kept, as `TopKLogitsWarper` does), then top-p
-(keep the smallest set of most likely tokens whose probability reaches top_p; the most likely
-token is always kept). p denotes the renormalised result: the distribution AR samples from.
-
-The target's randomness is *position-keyed* Gumbel noise: g_t ∈ R^V, i.i.d. Gumbel(0, 1), a
-function of (seed, t) only, where t is the absolute position of the token being drawn
-(`TargetNoise`). AR draws x_t = argmax_x (log p(x | x_<t) + g_t(x)): an exact sample of p (the
-Gumbel-max trick).
-
-Deterministic drafts: sample-and-match (`sample_and_match` on the device). Every node i of the
-tree draws s_i = argmax(log p_i + g_{P+d_i+1}) from its own warped distribution with the noise of
-the position it predicts; node i is accepted when its token equals the draw of its parent and the
-parent is accepted; the step commits the deepest accepted path plus the draw at its last node.
-    Why it is exact: along the accepted path each node's context is the committed context, so the
-    committed token at position t is argmax(log p(· | x_<t) + g_t) — the token AR draws with the
-    same noise — whatever the tree was. The output is AR's output with the same seed, token for
-    token (up to the rounding of a wide forward against a one-token step), hence distributed as
-    AR's. Nodes of one depth share g_t, but at most one node per depth lies on the accepted path,
-    and the nodes of one path see distinct positions, hence independent noise (reusing one noise
-    vector along a path would be lossy).
-    Why no lossless verifier does better on deterministic drafts: the accepted path reaches node v
-    only if the output starts with path(v), so P(reach v) <= p(path(v)) = prod of p along the path
-    for any lossless verifier; sample-and-match reaches v exactly when every draw along the path
-    equals the path's tokens, i.e. with probability p(path(v)), for every node at once. So
-    E[accepted] = Σ_v p(path(v)), the maximum.
-The drafters never see the draws at rejected nodes (they use positions whose noise later steps
-reuse): `VerifyOutcome.predictions` stays the argmax of every node, as at T = 0.
-
-Stochastic drafts (STAND, `baselines/stand.py`): the children of node u are drawn without
-replacement from the drafter's proposal q_u (`DraftTree.proposals[u]`), and the step runs
-multi-candidate recursive rejection sampling (`rejection_walk`, SpecTr / RSD with the
-without-replacement correction): with p_1 = p_u and q_1 = q_u, child c_i is accepted with
-probability min(1, p_i(c_i) / q_i(c_i)); on rejection p_{i+1} = norm(max(p_i - q_i, 0)) and
-q_{i+1} = q_i with c_i removed and renormalised (c_{i+1} was drawn from exactly that); after the
-last child the bonus is drawn from the residual p_{k+1}. By induction each round outputs a sample
-of its p_i, so the step outputs a sample of p_u at every node. Deterministic children (no q) are
-the case q = δ_c of the same rule. The residual draw uses g_t restricted and reweighted on the
-handful of tokens the rounds touched (`rejection_inputs` brings their p and g to the host with one
-Gumbel argmax over the untouched rest, in the step's one host sync).
-
-Where the papers are silent (choices of this harness): noise on the model's device from
-`torch.Generator(device).manual_seed(derive_seed(seed, t))`, so a run is reproducible on one
-device type (CPU and CUDA draw different noise); the acceptance uniforms of the rejection walk are
-a hash of (seed, t, sibling rank), independent of the Gumbel noise.
+Warp as `transformers`: logits / T, top-k, top-p; p is the result. The target's noise is Gumbel noise g_t
+keyed by (seed, position t), so AR draws argmax(log p + g_t). Deterministic drafts use sample-and-match:
+node i draws with the noise of the position it predicts and is accepted when it equals its parent's draw;
+the accepted path sees the committed context, so the output equals AR's with the same seed, and P(reach v)
+= p(path(v)), the most any lossless verifier gets. Sampled drafts (STAND) use multi-candidate recursive
+rejection sampling (SpecTr / RSD) without replacement.
 """
 
 from __future__ import annotations
@@ -62,8 +23,7 @@ from goose.validation import check_float, check_int
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """The sampling settings of a run (config group `sampling`; T = 0 is greedy decoding, the
-    engine's original path bit for bit). top_k = 0 and top_p = 1 disable those warpers."""
+    """Sampling settings (config group `sampling`): T = 0 is greedy; top_k = 0 and top_p = 1 disable those."""
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -90,15 +50,13 @@ GREEDY = SamplingParams()
 
 
 def derive_seed(*parts: object) -> int:
-    """A 63-bit seed from any parts (e.g. the run's seed and the sample index): a hash, so that
-    nearby inputs give unrelated streams, and stable across processes and platforms."""
+    """A 63-bit seed hashed from any parts: unrelated streams for nearby inputs, stable across platforms."""
     blob = "\x1f".join(repr(p) for p in parts).encode()
     return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "little") >> 1
 
 
 def warp_scores(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """fp32 scores [n, V] whose softmax is the warped distribution p (see the module docstring);
-    -inf outside top-k / top-p. Not normalised (Gumbel-max needs no normaliser)."""
+    """fp32 scores [n, V] whose softmax is p; -inf outside top-k / top-p, unnormalised."""
     scores = logits.float() / params.temperature
     vocab = scores.shape[-1]
     if 0 < params.top_k < vocab:
@@ -116,8 +74,7 @@ def warp_scores(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 
 
 class TargetNoise:
-    """Position-keyed noise of one sequence: Gumbel(0, 1)^V rows g_t, a function of (seed, t)
-    only (cached while in use), and host-side uniforms u(t, rank) for the rejection walk."""
+    """Position-keyed noise of one sequence: Gumbel rows g_t of (seed, t), and uniforms u(t, rank)."""
 
     def __init__(self, seed: int, vocab: int, device: torch.device | str) -> None:
         self.seed = int(seed)
@@ -127,7 +84,6 @@ class TargetNoise:
         self._generator = torch.Generator(device=self.device)
 
     def row(self, position: int) -> torch.Tensor:
-        """g_position, [V] fp32 on the device."""
         cached = self._rows.get(position)
         if cached is None:
             self._generator.manual_seed(derive_seed(self.seed, "gumbel", position))
@@ -137,8 +93,7 @@ class TargetNoise:
         return cached
 
     def rows(self, first: int, count: int) -> torch.Tensor:
-        """[count, V]: g_first, ..., g_{first+count-1}; rows before `first` are forgotten (the
-        sequence has committed those positions)."""
+        """[count, V]: g_first … g_{first+count−1}; earlier rows are forgotten."""
         for old in [t for t in self._rows if t < first]:
             del self._rows[old]
         return torch.stack([self.row(first + j) for j in range(count)])
@@ -149,18 +104,16 @@ class TargetNoise:
 
 
 def sample_and_match(scores: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(targets, draws) per node: draws = argmax(scores + noise), one sample of p per node;
-    targets = what a child's token must equal to be accepted (the draw itself: sample-and-match).
-    A separate function so that a test can swap in a wrong verifier (e.g. argmax matching) and
-    show that the distribution test rejects it."""
+    """(targets, draws) per node: draws = argmax(scores + noise); a child is accepted if it equals its
+    parent's draw. Separate so that a test can swap in a wrong verifier.
+    """
     draws = (scores + noise).argmax(dim=-1)
     return draws, draws
 
 
 @dataclass
 class RejectionInputs:
-    """Per node u, what the host walk needs (one host sync): the candidate tokens C_u (children and
-    proposal support), p_u and g_u on them, and the best perturbed log-probability outside C_u."""
+    """Per node u, for the host walk: candidates C_u, p_u and g_u on them, and the best outside C_u."""
 
     candidates: list[list[int]]
     p: list[list[float]]
@@ -183,9 +136,7 @@ def candidate_sets(children_tokens: Sequence[Sequence[int]], proposals: Sequence
 def rejection_tensors(
     scores: torch.Tensor, noise: torch.Tensor, candidates: list[list[int]]
 ) -> tuple[torch.Tensor, int]:
-    """Device side of `RejectionInputs`: one flat float64 tensor [n * (2 K + 2)] (K = the largest
-    |C_u|): p on C_u, g on C_u, the outside argmax token and its perturbed value. Returns it
-    and K; `unpack_rejection` reads it back."""
+    """Device side of `RejectionInputs`, one flat float64 tensor (K = max |C_u|) and K."""
     n, vocab = scores.shape
     k = max(1, max(len(c) for c in candidates))
     padded = [c + [vocab] * (k - len(c)) for c in candidates]  # column V: a -inf dummy
@@ -230,12 +181,8 @@ def rejection_walk(
     first_position: int,
     depths: Sequence[int],
 ) -> tuple[list[int], int]:
-    """Multi-candidate recursive rejection sampling down the tree (module docstring); returns
-    (accepted path of node indices, root first; the bonus token drawn at its last node).
-
-    children[u]: u's children in draw order; proposals[u]: (support tokens, probabilities) of the
-    q_u its children were drawn from without replacement, or None (deterministic children: q = δ);
-    uniform(t, rank): the acceptance uniform; node u draws position first_position + depths[u].
+    """Multi-candidate recursive rejection sampling down the tree: (accepted path, bonus token). proposals[u]
+    is the q_u that u's children were drawn from, or None (q = δ).
     """
     u, path = 0, [0]
     while True:
@@ -272,8 +219,7 @@ def rejection_walk(
 def _residual_draw(
     residual: dict[int, float], inputs: RejectionInputs, u: int, outside_mass: float, outside_scale: float
 ) -> int:
-    """Gumbel-max over the residual: on C_u its reweighted mass, elsewhere p_u * outside_scale
-    (whose best perturbed value the device computed)."""
+    """Gumbel-max over the residual: reweighted on C_u, p_u · outside_scale elsewhere."""
     best_token, best_value = -1, -math.inf
     if outside_mass > 0.0 and inputs.outside_value[u] > -math.inf:
         best_token, best_value = inputs.outside_token[u], inputs.outside_value[u] + math.log(outside_scale)

@@ -1,9 +1,6 @@
-"""Draft trees: the one data structure every drafter hands to the verification engine.
-
-A tree is a flat list of nodes in topological order (every parent before its children).
-Node 0 is the *anchor* (SPEC: the last committed token, not yet in the KV cache); its parent
-is -1. Each node carries a source label so that the engine can count offered/accepted tokens
-per source and the analysis can compute p_s (context / spine) and p_t (transition / branch).
+"""Draft trees: the one data structure every drafter hands to the verification engine. Nodes are in
+topological order; node 0 is the anchor, the last committed token not yet in the KV cache (Goose §4.2,
+docs/paper.md). Source labels let every run count p_s (spine) and p_t (branch).
 """
 
 from __future__ import annotations
@@ -12,9 +9,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-# Source labels. Every method labels its drafted nodes with one of these, so that p_s and p_t
-# come out of every run: context-matched (n-gram copy) tokens are SPINE, adjacency-table
-# tokens are BRANCH. PLD's chain is therefore SPINE; TR, iso and eagle2 nodes are BRANCH.
+# Context-matched (n-gram copy) tokens are SPINE, adjacency-table tokens BRANCH: PLD's chain is SPINE;
+# TR, iso and eagle2 nodes are BRANCH.
 ROOT = 0
 SPINE = 1
 BRANCH = 2
@@ -24,16 +20,9 @@ DRAFT_SOURCES: tuple[int, ...] = (SPINE, BRANCH)
 
 @dataclass
 class DraftTree:
-    """A token tree to verify in one forward pass.
-
-    tokens[i]  token id of node i (tokens[0] is the anchor)
-    parents[i] index of node i's parent (parents[0] == -1, parents[i] < i otherwise)
-    sources[i] source label of node i (ROOT for node 0)
-    proposals  None for deterministic drafts (every method but STAND). Otherwise, per node, the
-               proposal q_i its children were drawn from *without replacement, in node order*, as
-               (support tokens, probabilities), or None where its children are deterministic;
-               sampling verification then runs recursive rejection sampling with these q
-               (goose.engine.core.sampling.rejection_walk). Greedy verification ignores them.
+    """A token tree to verify in one forward pass: tokens, parents (parents[0] = −1, else < i) and source
+    labels per node. `proposals` is None for deterministic drafts; otherwise, per node, the q its children
+    were drawn from without replacement (STAND), used by rejection sampling at T > 0.
     """
 
     tokens: list[int]
@@ -71,7 +60,6 @@ class DraftTree:
         return len(self.tokens)
 
     def add(self, token: int, parent: int, source: int) -> int:
-        """Append a node under `parent`; returns its index."""
         self.tokens.append(token)
         self.parents.append(parent)
         self.sources.append(source)
@@ -81,9 +69,9 @@ class DraftTree:
         return len(self.tokens) - 1
 
     def truncate_depth(self, max_depth: int) -> DraftTree:
-        """The nodes of depth <= max_depth, in their order (ancestor-closed: a node's ancestors are
-        shallower). Returns `self` when nothing is cut. Used to fit a tree into the context
-        window and the remaining token budget."""
+        """The ancestor-closed subtree of depth <= max_depth (`self` if nothing is cut), to fit the window and
+        the token budget.
+        """
         if max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {max_depth}")
         if max(self.depths) <= max_depth:
@@ -106,8 +94,7 @@ class DraftTree:
         return kids
 
     def validate(self) -> None:
-        """Raise ValueError unless the tree is well formed (anchor at 0, parents first, no duplicate
-        token under one parent)."""
+        """Raise ValueError unless anchor at 0, parents first, no duplicate token under one parent."""
         if not self.tokens:
             raise ValueError("empty tree")
         if self.parents[0] != -1 or self.sources[0] != ROOT:
@@ -135,14 +122,8 @@ class DraftTree:
 
 
 def ancestor_matrix(parents: torch.Tensor, max_depth: int | None = None) -> torch.Tensor:
-    """Boolean [n, n] matrix A with A[i, j] = True iff j is i or an ancestor of i.
-
-    Built with tensor ops by pointer doubling over row gathers, no loop over nodes: A starts as
-    "j is i or i's parent" and `jump` as the parent; each round ORs in the rows of the node
-    2^k levels up (A |= A[jump]; jump = jump[jump]), doubling the reach, so a tree of depth d
-    takes ceil(log2 d) rounds of O(n^2) boolean work. `parents` is a 1-D long tensor with
-    parents[0] == -1 (on any device); `max_depth` (an upper bound on the tree's depth, if known)
-    bounds the rounds.
+    """Boolean [n, n], A[i, j] iff j is i or an ancestor of i, by pointer doubling (A |= A[jump]; jump =
+    jump[jump]): ceil(log2 depth) rounds of tensor ops, no loop over nodes.
     """
     n = parents.numel()
     idx = torch.arange(n, device=parents.device)
@@ -161,8 +142,7 @@ def ancestor_matrix(parents: torch.Tensor, max_depth: int | None = None) -> torc
 def tree_tensors(
     tree: DraftTree, device: torch.device | str = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(tokens, parents, depths) of `tree` as 1-D long tensors on `device`: one host-to-device
-    copy of a [3, n] tensor."""
+    """(tokens, parents, depths) of `tree` on `device` in one host-to-device copy."""
     meta = torch.tensor((tree.tokens, tree.parents, tree.depths), dtype=torch.long)
     if torch.device(device).type != "cpu":
         meta = meta.to(device, non_blocking=True)
@@ -171,13 +151,8 @@ def tree_tensors(
 
 @dataclass(frozen=True)
 class TreeInputs:
-    """What the verification forward over a tree needs, on the model's device.
-
-    tokens     [n] node tokens (the forward's input ids)
-    parents    [n] parent index of each node (-1 for the anchor)
-    positions  [n] position ids, P + depth
-    ancestors  [n, n] boolean, True where node i may attend to node j (j is i or an ancestor);
-               every node also sees the whole cached prefix (the engine's mask adds it)
+    """The verification forward's inputs on the model's device: tokens, parents, positions (P + depth) and the
+    [n, n] ancestor matrix (the engine's mask adds the cached prefix).
     """
 
     tokens: torch.Tensor
@@ -187,9 +162,9 @@ class TreeInputs:
 
 
 def tree_attention_inputs(tree: DraftTree, prefix_len: int, device: torch.device | str = "cpu") -> TreeInputs:
-    """Inputs of the one verification forward pass over `tree` after a cached prefix of P tokens:
-    one host-to-device copy, then tensor ops. A chain (depth n - 1, e.g. PLD's) needs no pointer
-    doubling: its ancestor matrix is the lower triangle."""
+    """Inputs of the verification forward over `tree` after P cached tokens; a chain's ancestor matrix is the
+    lower triangle.
+    """
     tokens, parents, depths = tree_tensors(tree, device)
     n, max_depth = len(tree), max(tree.depths)
     if n > 1 and max_depth == n - 1:  # n nodes, n - 1 levels: a chain

@@ -1,46 +1,8 @@
-"""The shared verification engine: prefill, verify a draft tree in one forward pass, greedy walk,
-KV compaction.
-
-Every method (AR = a one-node tree, PLD = a chain, TR / iso / eagle2 / Goose = trees) goes
-through `VerificationEngine.verify`, so every method is timed by the same code.
-
-Attention: one forward over the n tree nodes after the cached prefix of length P, with a 4-D
-additive mask in which node i sees the whole prefix, itself and its ancestors, and position ids
-P + depth(i). Models with sliding-window layers (Gemma 3, some Qwen configs) get one mask per
-layer type: the sliding layers' mask additionally hides keys at position distance >= window, so
-the result equals sequential decoding (the cache keeps every key; the mask does the windowing).
-
-What a step costs besides the model's matmuls (the gpt-fast recipe, kept eager):
-- The forward: `LeanDecoder`, a few-line forward over the same weights for Llama-architecture
-  models (Llama 2/3, Vicuna, SmolLM2) and Qwen3, and `LeanGemma3Decoder` for Gemma 3, with fused
-  q/k/v and gate/up matmuls and, on a CPU, weights prepacked for oneDNN
-  (goose.engine.forward.packed_linear); on a CPU the per-op overhead of the `transformers` forward is a
-  large share of a small model's step. Other models, and any model with forward hooks, use the
-  `transformers` forward with the same cache and masks.
-- KV cache: `goose.engine.core.kv_cache.TreeKVCache`, preallocated and reused across prompts; the forward
-  writes its rows in place, compaction is a pointer move for a contiguous accepted path (AR,
-  chains, spine prefixes) and one gather + one copy over all layers otherwise.
-- Inputs: tokens, parents and depths go to the device as one [3, n] tensor; the ancestor matrix
-  (pointer doubling), the mask and the position ids are tensor ops; no Python loop over nodes.
-- One host sync per step: argmax of every node, the greedy walk's acceptance test
-  (token[i] == argmax[parent[i]] for i and all its ancestors, via the ancestor matrix) and a
-  finiteness flag travel to the host in one `.tolist()`. Non-finite logits raise
-  `NonFiniteLogitsError` naming the step instead of committing garbage.
-- AR fast path: a one-node tree needs no tree tensors and no mask (sdpa attends to the whole
-  cache; a sliding-window model gets only its window row).
-- Prefill: the LM head runs over every prompt position only for drafters that harvest the
-  prefill logits (`prefill(..., all_logits=False)` otherwise).
-Sampling (temperature > 0, goose.engine.core.sampling): the prefill draws the first token and each step
-verifies by sample-and-match (deterministic drafts: the output equals AR's with the same seed)
-or by recursive rejection sampling (trees that carry their proposals q, i.e. STAND), still with
-one host sync per step. Temperature 0 runs the greedy code path unchanged.
-Devices: everything is created on the model's device and nothing else synchronises, so the same
-code runs on CUDA in fp16/bf16 (argmax is taken in fp32 there: exact, and much faster than a
-half-precision argmax on CPUs); timings use `sync_clock`, which synchronises CUDA first. A model
-split over several devices by a `device_map` (e.g. `auto`, the 33B setting) runs through the
-`transformers` forward, whose accelerate hooks move each layer's inputs; the engine's tensors live
-on the input embeddings' device, the cache keeps each layer's rows on that layer's device, and the
-logits are brought back to the embeddings' device (tests/engine/test_device_map.py).
+"""The shared verification engine: prefill, one-forward tree verification, greedy walk, KV compaction (Goose
+§4.2, docs/paper.md). Every method goes through `VerificationEngine.verify`, so all are timed by the same
+code. Sliding-window layers get a mask that also hides keys beyond the window, so results equal sequential
+decoding. One host sync per step: node argmaxes, the on-device acceptance test and a finiteness flag come
+back in one `.tolist()`. At T > 0 see goose.engine.core.sampling.
 """
 
 from __future__ import annotations
@@ -80,8 +42,7 @@ class ContextLengthError(ValueError):
 
 
 class NonFiniteLogitsError(RuntimeError):
-    """Raised when a forward pass produced NaN or infinite logits (e.g. an fp16 overflow): the
-    step is named, and the runner records the prompt as failed instead of committing garbage."""
+    """Raised when a forward produced NaN or infinite logits; the runner records the prompt as failed."""
 
 
 def sync_clock(device: torch.device | str) -> float:
@@ -92,14 +53,8 @@ def sync_clock(device: torch.device | str) -> float:
 
 
 def greedy_walk(tree: DraftTree, predictions: Sequence[int]) -> list[int]:
-    """Longest path of the tree that the target model would itself have generated greedily.
-
-    From the root, move to the child whose token equals argmax(logits[u]); a SPINE child wins a
-    tie (SPEC); stop when no child matches. Returns node indices, root first.
-
-    The engine computes the same walk on the device (see `VerificationEngine.verify`) and falls
-    back to this reference implementation only when a parent has two children with the same
-    token (the tie rule).
+    """Longest path the target would itself generate greedily (Goose §4.2, Algorithm 3), a SPINE child winning
+    a tie; the device walk falls back to this when a parent has duplicate tokens.
     """
     children = tree.children()
     path = [0]
@@ -128,26 +83,14 @@ def cut_at_stop(tokens: list[int], eos_token_ids: Sequence[int], budget: int) ->
 
 
 def fast_argmax(logits: torch.Tensor) -> torch.Tensor:
-    """argmax over the last dimension (first maximum on ties, NaN wins, like torch.argmax).
-
-    Half-precision logits are converted to fp32 first: exact (same values, same ties) and, on
-    CPUs, ~5x faster than a bf16 argmax.
-    """
+    """torch.argmax over the last dimension, in fp32 for half-precision logits (exact, faster on CPUs)."""
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()
     return logits.argmax(dim=-1)
 
 
 class VerificationEngine:
-    """Owns the target model's KV cache for one sequence at a time (batch size 1).
-
-    Paper symbols: P is the cached prefix length; the anchor (node 0) is the last committed token,
-    not yet in the cache.
-
-    After each `verify`, `last_forward_s` holds the seconds from the start of the call to the
-    step's host sync (inputs, mask, forward, argmax); the rest of the call is the walk, the stop
-    rules and the compaction. `steps` counts verifications since the last prefill.
-    """
+    """Owns the target's KV cache for one sequence (batch size 1); P = cached prefix, anchor = node 0."""
 
     def __init__(
         self,
@@ -159,17 +102,9 @@ class VerificationEngine:
         compile_forward: bool = False,
         cuda_graphs: bool = False,
     ):
-        """lean: use `LeanDecoder` for the forward passes (None = wherever the model supports it,
-        True = require it, False = always the `transformers` forward). prepack: the lean
-        forward's weights reordered once for oneDNN (goose.engine.forward.packed_linear; None = wherever
-        available, True = required, False = plain `F.linear`); ignored without the lean forward.
-        compile_forward: the verification steps' lean forward through `torch.compile`
-        (goose.engine.forward.compiled_forward: automatic dynamic shapes, a handful of graphs per run;
-        on a CPU with the weights frozen, the prepacked products kept, and a C++ wrapper, so no
-        Python runs between kernels; fewer, fused kernels, so less launch overhead per step on a
-        GPU); the prefill stays eager. Off by default (compiling takes minutes): `make
-        gpu-check` measures whether it helps on a GPU, `experiments/forward_speed.py --variants
-        lean+prepack,lean+prepack+compile` on a CPU. It needs the lean forward."""
+        """lean: `LeanDecoder` (None = where supported); prepack: oneDNN-packed weights; compile_forward: the
+        steps' lean forward through `torch.compile` (off by default: compiling takes minutes).
+        """
         self.model = model
         self.eos_token_ids = tuple(eos_token_ids)
         cfg = model.config
@@ -213,9 +148,9 @@ class VerificationEngine:
 
     @property
     def forward_name(self) -> str:
-        """Which forward runs: `transformers`, `lean`, `lean+prepack`, `lean+compile` or
-        `lean+prepack+compile`, `lean+graphs` (recorded in every row; `+static`: the graphs' padded
-        steps run eagerly, as the CPU tests do)."""
+        """Which forward runs, recorded in every row (`transformers`, `lean`, `+prepack`, `+compile`,
+        `+graphs`).
+        """
         if self.lean is None or has_forward_hooks(self.model):
             return "transformers"
         name = "lean+prepack" if self.lean.prepacked else "lean"
@@ -223,7 +158,6 @@ class VerificationEngine:
             return name + ("+graphs" if self.static.capture else "+static")
         return name + "+compile" if self.compiled else name
 
-    # ----------------------------------------------------------------------------- buffers
     def _reserve(self, rows: int) -> None:
         """Room for `rows` cache rows and position ids 0..rows-1 on the device."""
         assert self.cache is not None
@@ -239,7 +173,6 @@ class VerificationEngine:
             and longest_distance >= self.sliding_window
         )
 
-    # ----------------------------------------------------------------------------- masks
     def _tree_mask(
         self, anc: torch.Tensor, positions: torch.Tensor, max_depth: int
     ) -> torch.Tensor | dict[str, torch.Tensor]:
@@ -294,7 +227,6 @@ class VerificationEngine:
             )[None, None]
         return masks
 
-    # ----------------------------------------------------------------------------- forward passes
     def _forward(
         self,
         input_ids: torch.Tensor,
@@ -303,8 +235,7 @@ class VerificationEngine:
         last_only: bool = False,
         eager: bool = False,
     ) -> torch.Tensor:
-        """Logits [n, V] (or the last row, [1, V]) of one forward pass over the cache. eager: the
-        lean forward without compilation (the prefill: once per prompt, and the only causal pass)."""
+        """Logits [n, V] (or the last row) of one forward over the cache; eager: uncompiled (the prefill)."""
         if self.lean is not None and not has_forward_hooks(self.model):
             forward = self.lean if eager else self._lean_forward
             return forward(input_ids, position_ids, mask, self.cache, last_only)
@@ -318,8 +249,7 @@ class VerificationEngine:
             **kwargs,
         )
         logits = out.logits[0, -1:] if last_only else out.logits[0]
-        # A model split by a device_map returns its logits on the LM head's device; the step's
-        # tree tensors live on the input embeddings' device (a no-op on one device).
+        # A device_map model returns logits on the LM head's device; the tree tensors live on the embeddings'.
         return logits.to(self.device)
 
     def _non_finite(self, where: str, nodes: list[int]) -> NonFiniteLogitsError:
@@ -340,15 +270,8 @@ class VerificationEngine:
         sampling: SamplingParams | None = None,
         seed: int = 0,
     ) -> torch.Tensor:
-        """Start a new sequence: forward the prompt into the (reused) cache. Returns logits [P, V],
-        or only the last row [1, V] when `all_logits` is False (the LM head over every prompt
-        position is a quarter of a small model's prefill; only drafters that harvest the prefill
-        need it).
-
-        max_new_tokens, if given, sizes the cache so that the whole generation fits without a
-        reallocation. Sets `first_token` (argmax of the last row, or at temperature > 0 its draw
-        with the noise of position P; the one host sync) and raises NonFiniteLogitsError if that
-        row is not finite. `sampling` and `seed` hold for the whole sequence (None: greedy).
+        """Start a new sequence in the reused cache; logits [P, V], or the last row unless `all_logits`. Sets
+        `first_token` and raises NonFiniteLogitsError on a non-finite row.
         """
         n = len(prompt_ids)
         if n == 0:
@@ -393,10 +316,8 @@ class VerificationEngine:
 
     @torch.inference_mode()
     def verify(self, tree: DraftTree, budget: int) -> VerifyOutcome:
-        """Verify `tree` in one forward pass and commit the accepted path.
-
-        budget: how many more tokens may be committed (max_new_tokens minus generated so far).
-        The cache afterwards holds prefix + root + accepted path; the bonus token is the next anchor.
+        """Verify `tree` in one forward pass and commit the accepted path; `budget` = tokens still wanted. The
+        cache then holds prefix + root + accepted path; the bonus token is the next anchor.
         """
         t0 = time.perf_counter()
         if self.cache is None:
@@ -437,9 +358,7 @@ class VerificationEngine:
         return self._commit(tree, path, predictions[path[-1]], budget, logits, predictions, t1 - t0)
 
     def _tree_forward(self, tree: DraftTree, max_depth: int) -> tuple[torch.Tensor, TreeInputs | None]:
-        """Logits [n, V] of the verification forward over `tree` after the cached prefix, and the
-        tree's device inputs (None for a one-node tree: the AR fast path needs no tree tensors).
-        With `cuda_graphs`, trees up to the largest bucket run through `StaticStep`."""
+        """Logits [n, V] of the verification forward and the tree's device inputs (None for AR)."""
         static = self.static
         if static is not None and len(tree) <= static.largest and not has_forward_hooks(self.model):
             if len(tree) == 1:
@@ -464,19 +383,13 @@ class VerificationEngine:
 
     @torch.inference_mode()
     def capture_graphs(self) -> None:
-        """With `cuda_graphs`: capture every graph the current cache can replay, now, outside any
-        timing (goose.engine.forward.static_step.StaticStep.capture_all; call it after a prefill, as
-        the runner's warm-up does). Without: nothing."""
+        """With `cuda_graphs`: capture every replayable graph now, outside any timing."""
         if self.static is not None:
             self.static.capture_all()
 
     @torch.inference_mode()
     def replayable_forward(self, tree: DraftTree) -> Callable[[], torch.Tensor]:
-        """A function that runs `verify`'s forward pass over `tree` after the current prefix and
-        returns its logits [n, V], leaving the sequence as it was: the n rows it writes past the
-        prefix are dropped again, nothing is committed. Its inputs (ids, positions, masks) are
-        built once, here, so every call launches the same kernels on the same buffers, which is
-        what a CUDA graph captures (experiments/graph_probe.py measures what that saves)."""
+        """`verify`'s forward over `tree` as a function that commits nothing, for a CUDA graph to capture."""
         if self.cache is None:
             raise RuntimeError("replayable_forward() before prefill()")
         p = self.prefix_len
@@ -518,10 +431,7 @@ class VerificationEngine:
         )
 
     def _verify_sampled(self, tree: DraftTree, budget: int, t0: float) -> VerifyOutcome:
-        """`verify` at temperature > 0 (goose.engine.core.sampling): node i draws from its warped
-        distribution with the noise of the position it predicts (P + depth + 1); deterministic
-        trees are verified by sample-and-match on the device, trees with proposals by recursive
-        rejection sampling on the host. One host sync either way."""
+        """`verify` at T > 0: sample-and-match, or rejection sampling for trees with proposals."""
         assert self.noise is not None
         p, n = self.prefix_len, len(tree)
         max_depth = max(tree.depths)
@@ -583,10 +493,9 @@ class VerificationEngine:
     def next_token_margin(
         self, token_ids: Sequence[int], sampling: SamplingParams | None = None, seed: int = 0
     ) -> tuple[int, int, float, float]:
-        """Teacher-forced check: forward `token_ids` in one pass (no cache) and return the top-2
-        token ids, their margin and the top logit at the last position (used to classify a
-        lossless mismatch as a near-tie). At temperature > 0 the margin is that of the perturbed
-        scores (warped logits + the noise of this position under `seed`) that the draw compared."""
+        """Teacher-forced top-2 ids, margin and top logit at the end of `token_ids`, to classify a mismatch as
+        a near-tie.
+        """
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)
         logits = self.model(input_ids=ids, use_cache=False).logits[0, -1].float().to(self.device)
         scores = logits

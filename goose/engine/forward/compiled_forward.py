@@ -1,34 +1,13 @@
-"""The lean forward through `torch.compile` (`VerificationEngine(compile_forward=True)`, config
-`compile: true`): the verification steps' forward as one graph of fused kernels instead of ~45
-eager ops per layer.
+"""The lean forward through `torch.compile` (`VerificationEngine(compile_forward=True)`, config `compile:
+true`): a verification step as a few fused kernels instead of ~45 eager ops per layer.
 
-Why (CPU). With the weights prepacked (goose.engine.forward.packed_linear) the products of a one-token
-step of SmolLM2-135M read the weights near the bandwidth the oneDNN kernels reach, but the
-~1350 other ops of the step (norms, RoPE, residual adds, the cache writes, each a Python call and
-a dispatch of a few microseconds) add ~8-11 ms to a ~40 ms fp32 step on a 2-core machine.
-Compiled with inductor's *freezing* (`torch._inductor.config.freezing`: the decoder's buffers,
-i.e. every weight, are constants of the graph), the pointwise ops fuse into a few C++ loops and
-the prepacked products stay oneDNN calls on the very same packed weights (inductor lowers
-`mkldnn._linear_pointwise` on a frozen weight to a direct call); `cpp_wrapper` runs the graph
-from C++, so no Python runs between kernels. This is gpt-fast's "compile the decode step" recipe,
-applied to a CPU; inductor's own fp32 weight packing (MKL's packed sgemm) is not used because the
-weights arrive packed for oneDNN, which is the faster of the two on the development machines.
-
-Shapes: automatic dynamic shapes. The one-node step (no mask) is one graph; the tree size and
-the KV length become symbolic after their first change, so a run compiles a handful of graphs
-in all (three in an fp32 `python run.py compile=true`; more on a CPU without bf16 kernels in
-bf16, where products of 1-2 rows and of 3+ rows take different paths,
-goose.engine.forward.packed_linear). The prefill stays eager. Compilation takes minutes at the first
-steps of a process (3-9 minutes measured on a 2-core Zen 3: 200 s in `experiments.forward_speed`,
-532 s in the start-up calibration of `experiments.bench --compile`); that is why it is off by
-default.
-
-Numerics: fused pointwise kernels sum the norms' statistics in another order (~1e-6 relative in
-fp32); every engine method, AR included, runs the same compiled forward, so losslessness between
-methods is unaffected (the tests compare compiled and eager decoding token for token in fp32).
-
-On a GPU the weights stay plain graph inputs and nothing is frozen (the setting `make gpu-check`
-measures); freezing and `cpp_wrapper` are CPU settings here.
+Why: on a CPU the non-matmul ops of a small model's step (norms, RoPE, residuals, cache writes) cost a
+large share of it in Python dispatch. Inductor's *freezing* makes the weights graph constants, so the
+pointwise ops fuse while the prepacked products (goose.engine.forward.packed_linear) stay oneDNN calls, and
+`cpp_wrapper` runs the graph without Python between kernels (gpt-fast's recipe). On a GPU nothing is
+frozen. Shapes are automatically dynamic, so a run compiles a handful of graphs; the prefill stays eager.
+Compiling takes minutes, hence off by default. Fused kernels reorder sums (~1e-6 relative in fp32), but
+every method, AR included, runs the same forward, so losslessness between methods holds.
 """
 
 from __future__ import annotations
@@ -58,12 +37,10 @@ def compile_unavailable(device: torch.device | str) -> str | None:
 
 
 def compile_lean(lean: LeanDecoder, device: torch.device) -> Callable[..., torch.Tensor]:
-    """`lean`'s forward through torch.compile, with `CPU_OPTIONS` on a CPU (module docstring);
-    ValueError where `compile_unavailable` says why not.
-
-    The options are patched into inductor's config around every call rather than passed as
-    `torch.compile(options=...)`, which does not reach the freezing pass (torch 2.13): a graph
-    compiled at any step, recompilations included, sees them, and nothing else does."""
+    """`lean`'s forward through torch.compile, with `CPU_OPTIONS` on a CPU; ValueError where
+    `compile_unavailable` says why not. The options are patched into inductor's config around every call
+    because `torch.compile(options=...)` does not reach the freezing pass.
+    """
     reason = compile_unavailable(device)
     if reason:
         raise ValueError(f"compile_forward: {reason}")

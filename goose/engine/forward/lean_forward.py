@@ -1,7 +1,6 @@
 """The lean forward pass for Llama-architecture models (Llama 2/3, Vicuna, SmolLM2) and Qwen3: the
-same weights as the `transformers` model, a few lines of ops (gpt-fast's recipe; eager, or compiled
-by goose.engine.forward.compiled_forward with `compile=true`).
-`goose.engine.core.verifier.VerificationEngine` uses it wherever `LeanDecoder.unsupported` says it can.
+`transformers` model's weights in a few lines of ops (gpt-fast's recipe), used by the verifier wherever
+`LeanDecoder.unsupported` allows.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
 
 
 _HALF = (torch.bfloat16, torch.float16)
-# The one-query half-precision attention of `attend` with GQA heads as rows (False: sdpa's own GQA
-# for every step, the path before; experiments/half_query_ab.py times the two side by side).
+# One-query half-precision attention with GQA heads as rows (`attend`); False: sdpa's own GQA.
 GROUP_HALF_QUERY_ROWS = True
 
 
@@ -48,18 +46,12 @@ def attend(
     scale: float,
     kv: int,
 ) -> torch.Tensor:
-    """One layer's attention after the projections: RoPE on the fused queries|keys qk
-    [1, n, h + kv, d], the new keys and values v [1, n, kv, d] written into `cache`, sdpa with the
-    engine's `mask` (None: causal over the new rows), heads merged back to [1, n, h·d]. GQA: sdpa
-    repeats K/V itself on a CPU or without a mask, else they are repeated here (as `transformers`).
+    """One layer's attention after the projections: RoPE on the fused queries|keys `qk`, new keys and values
+    written into `cache`, sdpa with the engine's `mask` (None: causal), heads merged.
 
-    A one-token step in bf16/fp16 on a CPU (n = 1, no mask) attends with the h/kv query heads of
-    each KV head as rows of one head ([1, kv, h/kv, d], no GQA expansion): the same products and
-    softmax per query, but PyTorch's CPU sdpa runs a single half-precision query through a path
-    4-7x slower than a few rows (SmolLM2, KV 257: 113 -> 23 µs a layer, bit-identical outputs there;
-    3.4 -> 0.7 ms of a 15 ms bf16 step over 30 layers), which is why a bf16 2-node tree used to cost
-    less than one node.
-    fp32 keeps the GQA call: its one-query path is the fast one."""
+    A one-token half-precision step on a CPU attends with each KV head's query heads as rows of one head:
+    the same products, but CPU sdpa's single-query half-precision path is several times slower.
+    """
     n, heads, d = qk.shape[1], qk.shape[2], qk.shape[3]
     h = heads - kv
     qk = qk * cos + _rotate_half(qk) * sin
@@ -106,9 +98,9 @@ def lean_unsupported(model: torch.nn.Module) -> str | None:
 
 
 def has_forward_hooks(model: torch.nn.Module) -> bool:
-    """True if hooks on the model's forward (or global module hooks) expect it to run; the engine
-    then uses the `transformers` forward instead of `LeanDecoder`, so that the hooks see every
-    pass (profilers, fault injection, output capture)."""
+    """True if hooks on the model expect its forward to run; the engine then uses the `transformers` forward
+    so the hooks see every pass.
+    """
     return bool(
         model._forward_hooks
         or model._forward_pre_hooks
@@ -118,34 +110,11 @@ def has_forward_hooks(model: torch.nn.Module) -> bool:
 
 
 class LeanDecoder(torch.nn.Module):
-    """A lean forward pass for Llama-architecture models (Llama 2/3, Vicuna, SmolLM2) and Qwen3,
-    written against the same weights (gpt-fast's "the model in a few lines"; no module hooks, no
-    mask construction, no output dataclasses).
-
-    What it saves: the per-op and per-module overhead of the `transformers` forward, which on a
-    CPU and a small model is a large share of a one-token step, and half of the projection
-    matmuls: q/k/v and gate/up are each one matmul over a fused weight. The fused weights are
-    built once and the model's own q_proj/k_proj/v_proj/gate_proj/up_proj weights are re-pointed
-    to views of them, so no memory is duplicated and the `transformers` forward of the same model
-    (generate, next_token_margin) computes exactly what it computed before.
-    Numerics: the same ops as `transformers` (fp32 RMSNorm statistics, the same RoPE tables from
-    the model's rotary module, sdpa with the same scale), except that a fused matmul may sum in
-    another order (~1e-5 relative in fp32), so outputs can differ from `transformers`' at
-    near-ties; every engine method, AR included, uses the same forward, so losslessness between
-    methods is unaffected. Attention: sdpa with the engine's masks (one per layer type), with GQA
-    done by sdpa itself on CPU or without a mask, by repeating K/V otherwise (as `transformers`).
-
-    prepack (CPU): every projection and the LM head run as `PackedLinear`s, their weights
-    reordered once for oneDNN (goose.engine.forward.packed_linear: 2-3x faster small-M products in fp32,
-    1.3-1.7x in bf16 with bf16 kernels; bf16 weights on a CPU without them, AVX2 only, are packed
-    as fp32 copies for trees of 3+ nodes: 2-4x cheaper trees there); None = wherever
-    `prepack_unavailable` allows, False = `F.linear` (the plain path, kept as the fallback),
-    True = required. `prepacked` says which one runs.
-
-    A `torch.nn.Module` only so that every tensor its forward reads is a registered buffer (the
-    projections are submodules in `projections`, the norm weights `_constant`s): inductor's
-    freezing then takes them as constants when goose.engine.forward.compiled_forward compiles it. The
-    buffers are views of (or packed copies from) the model's weights, never trained.
+    """A lean forward for Llama-architecture models and Qwen3 over the model's own weights: no hooks, no mask
+    construction, fused q/k/v and gate/up matmuls (the model's projections become views of the fused
+    weights, so nothing is duplicated). Every engine method, AR included, runs this forward, so a fused
+    sum's rounding cannot break losslessness between methods. prepack: `PackedLinear` projections on a CPU
+    (None = where available). An `nn.Module` so that inductor's freezing takes its buffers as constants.
     """
 
     MODEL_TYPES = ("llama", "qwen3")
@@ -163,8 +132,7 @@ class LeanDecoder(torch.nn.Module):
 
     @classmethod
     def _common_unsupported(cls, model: torch.nn.Module, classes: tuple[str, ...]) -> str | None:
-        """What every lean forward needs: its model type and class, sdpa, one device, and plain
-        floating-point projections."""
+        """What every lean forward needs: model type and class, sdpa, one device, plain float projections."""
         model_type = getattr(model.config, "model_type", None)
         if model_type not in cls.MODEL_TYPES:
             return f"model_type {model_type!r} is not one of {cls.MODEL_TYPES}"
@@ -242,9 +210,7 @@ class LeanDecoder(torch.nn.Module):
         return linear
 
     def _constant(self, tensor: torch.Tensor) -> torch.Tensor:
-        """`tensor` (a norm weight the forward reads), detached and registered as a buffer, so that
-        the compiled forward (goose.engine.forward.compiled_forward) freezes it like the projections'
-        weights."""
+        """`tensor` detached and registered as a buffer, so a compiled forward freezes it."""
         tensor = tensor.detach()
         self.register_buffer(f"constant_{len(self._buffers)}", tensor, persistent=False)
         return tensor
@@ -261,9 +227,9 @@ class LeanDecoder(torch.nn.Module):
 
     @staticmethod
     def _fuse(module: torch.nn.Module, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One weight (and bias) for the linears `names` of `module`; the linears' own weights
-        become views of it. Idempotent: a second engine on the same model reuses the fusion (kept
-        on the module as `_goose_fused`) as long as the linears still point into it."""
+        """One weight (and bias) for the linears `names` of `module`, whose own weights become views of it;
+        idempotent across engines on the same model (`_goose_fused`).
+        """
         linears = [getattr(module, n) for n in names]
         cached = getattr(module, "_goose_fused", {}).get(names)
         if cached is not None:

@@ -1,17 +1,8 @@
-"""The lean forward for Gemma 3 text models (Gemma-3-270M, ..., `Gemma3ForCausalLM`): the same
-weights as the `transformers` model, in a few lines of ops, with the prepacked projections of
-`goose.engine.forward.lean_forward.LeanDecoder`.
-
-What differs from the Llama recipe, following `transformers`' modeling_gemma3 op for op:
-- the embedding is scaled by sqrt(hidden) (the model's own `Gemma3TextScaledWordEmbedding`);
-- RMSNorm is (x̂ · (1 + w)) computed in fp32 and cast back (Llama casts first, then scales), and
-  there are four per layer: input, post-attention, pre-feed-forward and post-feed-forward;
-- q and k get a per-head RMSNorm before RoPE, and RoPE has one table per layer type
-  (sliding_attention with its local base, full_attention with the global base and scaling);
-- the attention scale is query_pre_attn_scalar^-1/2; sliding-window layers see the engine's
-  windowed mask (the dict of masks per layer type), global layers the full tree mask;
-- the MLP is gelu_tanh(gate) · up, and the logits are soft-capped when the config says so.
-Attention-logit soft-capping (Gemma 2) is refused by `unsupported`: sdpa cannot apply it.
+"""The lean forward for Gemma 3 text models (`Gemma3ForCausalLM`), `LeanDecoder`'s recipe following
+`transformers`' modeling_gemma3: scaled embedding, four fp32 RMSNorms (x̂ · (1 + w)) per layer, per-head
+q/k norm, one RoPE table per layer type, query_pre_attn_scalar scaling, windowed masks on sliding layers,
+gelu_tanh MLP and final logit soft-capping. Attention-logit soft-capping (Gemma 2) is refused: sdpa cannot
+apply it.
 """
 
 from __future__ import annotations

@@ -1,52 +1,12 @@
-"""Verification steps on static shapes, replayed from CUDA graphs (`VerificationEngine(cuda_graphs=
-True)`, config `cuda_graphs: true`; the GPU issue, item 3).
+"""Verification steps on static shapes, replayed from CUDA graphs (`cuda_graphs: true`): where the host queues
+a step's few hundred kernels slower than the GPU runs them, one replay launches them all (gpt-fast's
+recipe, captured by hand so the eager lean forward's numerics are kept).
 
-Why. A 7B step in fp16 launches a few hundred kernels (32 layers x ~12 ops, plus the LM head);
-where the host queues them more slowly than the GPU runs them, part of every step is launch
-overhead. A CUDA graph replays the whole forward with one launch (gpt-fast's recipe, which gets it
-from `torch.compile(mode="reduce-overhead")`; here the graphs are captured by hand, so the eager
-lean forward's kernels, and so its numerics, are kept). experiments/graph_probe.py measures what
-a replay saves; `make gpu-check` times this engine beside the eager one and keeps it only where it
-helps.
-
-What a graph needs, and how a step gets it: every tensor at a fixed address and of a fixed shape.
-- Tree sizes are padded to a few buckets (`BUCKETS`: powers of two up to 256); a tree of n nodes
-  runs in the smallest bucket b >= n. The b - n padding nodes (token 0, at position P) see only
-  themselves; their rows are written to the cache past the tree's and dropped with the rest at
-  compaction, and their logits are never read.
-- Attention spans a fixed number of cache rows (`SPAN` rounding: the smallest multiple of 512 that
-  holds P + b, at most the cache's capacity), with an additive mask [1, 1, b, span] that shows
-  node i the prefix, itself and its ancestors (one mask per layer type; sliding-window layers'
-  also hide keys at distance >= window): the span grows with the sequence in 512-row steps, so a
-  generation replays a handful of graphs, one per (bucket, span), each captured at its first use.
-  Rows beyond P + b inside the span are masked; they hold earlier sequences' keys or zeros (the
-  cache's free rows are zeroed when this step is bound to it: uninitialised memory could hold
-  NaNs, which a mask cannot hide).
-- Keys and values are written at row indices held in a device tensor (`index_copy_`), not at a
-  Python offset: `StaticCacheWriter` stands in for the cache in the lean forward's `attend`.
-- Inputs (ids, position ids, row indices, masks) are copied into the graph's own buffers before
-  each replay, with a few small eager kernels; the logits come out of the graph's output buffer
-  and are cloned (a drafter may keep them while the next step replays the same graph).
-- A reallocated cache (a sequence longer than every earlier one) moves the buffers the graphs
-  point into: every graph is dropped and captured again on first use, into a fresh memory pool.
-  To make that rare, the engine reserves at least `MIN_ROWS` cache rows (capped at the model's
-  window) while graphs are on, and `capture_all` (called by the runner's untimed warm-up)
-  captures every (bucket, span) the cache can hold, so timed steps replay and do not capture.
-  A capture that still happens inside a timed prompt is counted: rows record `graph_captures`
-  and `graph_capture_s`.
-- Non-finite rows: a step that raises NonFiniteLogitsError (an fp16 overflow) may have written
-  inf/NaN keys past the prefix, which a later step's span would read (a mask adds finfo.min; it
-  cannot hide a NaN); the engine zeroes them (`scrub`) before it raises.
-
-Numerics. The same lean forward, op for op, over more keys (masked ones contribute exact zeros to
-the softmax) and over padded rows: products of other shapes may round differently, as a tree step
-already does against a one-node step; every method, AR included, runs through the same padded
-steps, so fp32 outputs stay identical to AR (tests/engine/test_static_step.py; on CUDA,
-tests/engine/test_devices.py).
-
-Without CUDA (`capture=False`, used by the CPU tests) the same buffers and calls run eagerly: this
-is how CI checks the padding, the masks and the device-indexed cache writes that the graphs replay.
-What the replay itself adds is checked on CUDA only.
+A graph needs fixed addresses and shapes: trees are padded to `BUCKETS`, attention spans a multiple of
+`SPAN` rows under a mask, keys are written at device-held rows (`StaticCacheWriter`), and inputs are copied
+into per-slot buffers. A reallocated cache invalidates the graphs, so `MIN_ROWS` are reserved and the
+warm-up captures every slot. Free rows are zeroed, since a mask cannot hide NaN. With `capture=False` the
+same code runs eagerly (the CPU tests).
 """
 
 from __future__ import annotations
@@ -77,9 +37,9 @@ def static_steps_unsupported(engine: VerificationEngine) -> str | None:
 
 
 class StaticCacheWriter:
-    """Stands in for the `TreeKVCache` in the lean forward's `attend`: writes the step's keys and
-    values at the rows held in `rows` (a device tensor) and returns the first `span` rows of the
-    layer's buffers (views at fixed addresses)."""
+    """Stands in for the cache in the lean forward's `attend`: writes keys and values at the device-held
+    `rows` and returns the first `span` rows of the layer's buffers.
+    """
 
     def __init__(self, cache: Any, rows: torch.Tensor, span: int) -> None:
         self.cache = cache
@@ -108,14 +68,12 @@ class _Slot:
 
 
 class StaticStep:
-    """The engine's verification forward on padded, fixed shapes (module docstring), replayed from
-    CUDA graphs when `capture` is True (the default on CUDA; False runs the same code eagerly)."""
+    """The verification forward on padded, fixed shapes, replayed from CUDA graphs when `capture` is True."""
 
     def __init__(
         self, engine: VerificationEngine, capture: bool | None = None, min_rows: int = MIN_ROWS
     ) -> None:
-        """capture: None = on CUDA; min_rows: the cache rows the engine reserves at least (capped
-        at the model's window; 0 = only what the sequence needs, as without graphs)."""
+        """capture: None = on CUDA; min_rows: cache rows reserved at least (0: what a sequence needs)."""
         reason = static_steps_unsupported(engine)
         if reason:
             raise ValueError(f"cuda_graphs: {reason}")
@@ -137,10 +95,8 @@ class StaticStep:
         """The padded size of a tree of n nodes (None: larger than every bucket, run eagerly)."""
         return next((b for b in BUCKETS if b >= n), None)
 
-    # ----------------------------------------------------------------------------- buffers
     def _bind(self) -> None:
-        """Follow the cache's storage: at a new allocation, zero its free rows and drop the slots
-        (their graphs point into the old buffers)."""
+        """Follow the cache's storage: at a new allocation zero its free rows and drop the stale graphs."""
         cache = self.engine.cache
         storage = cache.storage
         if storage is None or not all(layer.shared for layer in cache.layers):
@@ -204,14 +160,12 @@ class StaticStep:
             else:
                 mask[0, 0].copy_(full)
 
-    # ----------------------------------------------------------------------------- the step
     def _run(self, slot: _Slot) -> torch.Tensor:
         masks = slot.masks if self.engine.layer_types else slot.masks[""]
         return self.engine.lean(slot.ids, slot.positions, masks, slot.writer, False)
 
     def _capture(self, slot: _Slot) -> None:
-        """Capture `slot`'s forward (its buffers already hold a real step's inputs): warm-up calls
-        on a side stream, then the capture into the shared memory pool."""
+        """Capture `slot`'s forward: warm-up calls on a side stream, then capture into the shared pool."""
         t0 = time.perf_counter()
         stream = torch.cuda.Stream(self.engine.device)
         stream.wait_stream(torch.cuda.current_stream(self.engine.device))
@@ -228,9 +182,9 @@ class StaticStep:
         self.capture_s += time.perf_counter() - t0
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, ancestors: torch.Tensor) -> torch.Tensor:
-        """Logits [n, V] of the verification forward over n nodes after the cached prefix (inputs
-        as `goose.engine.core.tree.TreeInputs` holds them), through the (bucket, span) slot's graph; the
-        cache holds the n nodes' rows afterwards, as after the eager forward."""
+        """Logits [n, V] of the verification forward over n nodes after the cached prefix, through the
+        (bucket, span) slot's graph; the cache then holds the n rows, as after the eager forward.
+        """
         engine = self.engine
         p, n = engine.prefix_len, tokens.shape[0]
         b = self.bucket(n)
@@ -254,10 +208,9 @@ class StaticStep:
         return logits[:n].clone() if self.capture else logits[:n]
 
     def capture_all(self) -> None:
-        """Capture every (bucket, span) slot that the current cache can hold, with dummy inputs
-        (the graphs do not depend on them), after a prefill and outside any timing (the runner's
-        warm-up); the rows it writes past the prefix are never read unmasked. Nothing to do
-        without `capture`."""
+        """Capture every (bucket, span) slot the current cache can hold, with dummy inputs, after a prefill
+        and outside any timing.
+        """
         engine = self.engine
         if not self.capture or engine.cache is None:
             return
