@@ -6,6 +6,8 @@ Definitions (SPEC):
 - speedup = tokens/s(method) / tokens/s(AR), over the prompts both completed (at temperature > 0:
   the AR sample of the same prompt with the same seed, `sample_key`).
 - p_s, p_t = Σ accepted / Σ offered of the spine (context) and branch (adjacency) sources.
+- mean acceptance length per step and per request (goose.records.acceptance, which also gives
+  the histogram, the per-position rates and acceptance by depth, source and sibling rank).
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from goose.records.acceptance import (
+    accept_lengths,
+    histogram,
+    mean_accept_length,
+    mean_accept_length_per_request,
+)
 from goose.records.results import sample_key
 
 
@@ -57,6 +65,8 @@ def cell_summary(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]] | Non
         "accepted_spine": accepted["spine"],
         "accepted_branch": accepted["branch"],
         "speedup": float("nan"),
+        "mean_accept_length": mean_accept_length(histogram(n for r in ok for n in accept_lengths(r))),
+        "mean_accept_length_per_request": mean_accept_length_per_request(ok),
     }
     if ar_rows:
         ar = {sample_key(r): r for r in _ok(ar_rows)}
