@@ -9,6 +9,10 @@ one with several cells (configs, prompt forms, sampling settings, lengths) write
 lists every profile with its checks. Each profile is checked (`goose.records.acceptance.
 validate_profile`: 1 + Σ marginal = mean acceptance length within 0.02, monotone marginals, and
 the histogram's mean); the exit status is 1 when a check fails. No torch.
+
+`--only field=value` (repeatable) keeps the cells whose setting field has that value (e.g.
+`--only temperature=0 --only chat_template=false`: greedy, raw prompts); `--show` prints each
+profile's histogram, marginal and conditional rates and both means.
 """
 
 from __future__ import annotations
@@ -97,8 +101,68 @@ def cell_profile(setting: dict[str, Any], rows: list[dict[str, Any]]) -> dict[st
     return profile
 
 
+def matches(setting: dict[str, Any], only: Sequence[str]) -> bool:
+    """Whether the cell's setting has every `field=value` of `only` (booleans as true/false,
+    numbers compared as numbers; a missing sampling field is greedy)."""
+    for item in only:
+        name, _, want = item.partition("=")
+        if name not in setting:
+            raise SystemExit(f"--only {item}: {name!r} is not one of {', '.join(SETTING)}")
+        have = setting[name]
+        if isinstance(have, bool) or want.lower() in ("true", "false"):
+            ok = bool(have) == (want.lower() == "true")
+        elif isinstance(have, (int, float)) or have is None:
+            try:
+                ok = float(have or 0) == float(want)
+            except ValueError:
+                ok = False
+        else:
+            ok = str(have) == want
+        if not ok:
+            return False
+    return True
+
+
+def show(profile: dict[str, Any]) -> str:
+    """The profile's acceptance in a few lines."""
+    ext = (profile.get("extensions") or {}).get("goose_bench") or {}
+    cond = profile["measurement_conditions"]
+    lines = [
+        f"{profile['target_model']} / {cond['dataset']} / {profile['method']}: "
+        f"{ext.get('num_spec_steps')} steps, {cond['num_requests']} requests, "
+        f"K = {profile['num_speculative_tokens']}",
+        f"  acceptance-length histogram (L = accepted + 1: steps): {profile['acceptance_length_histogram']}",
+        f"  marginal    P(>= k accepted), k = 1..K: {profile['marginal_accept_rates']}",
+        f"  conditional P(k | < k accepted), k = 1..K: {profile['conditional_accept_rates']}",
+        f"  mean acceptance length: per step {profile['mean_accept_length']}, "
+        f"per request {profile['mean_accept_length_per_request']}",
+    ]
+    mc = (profile.get("validation") or {}).get("mean_consistency") or {}
+    lines.append(
+        f"  check: 1 + Σ marginal = {mc.get('implied_mean_accept_length')} vs "
+        f"{mc.get('reported_mean_accept_length')} (|Δ| {mc.get('abs_delta')} <= {mc.get('tolerance')}: "
+        f"{mc.get('passed')})"
+    )
+    for key, label in (
+        ("acceptance_by_depth", "depth d = 1.."),
+        ("acceptance_by_sibling_rank", "rank r = 0.."),
+    ):
+        rec = ext.get(key)
+        if rec:
+            lines.append(f"  acceptance by {label}: {rec['rate']}")
+    src = ext.get("acceptance_by_source") or {}
+    lines.append(
+        "  acceptance by source: " + ", ".join(f"{k} {v['accepted']}/{v['offered']}" for k, v in src.items())
+    )
+    return "\n".join(lines)
+
+
 def export(
-    results: str | Path, out: str | Path, methods: Sequence[str] | None = None
+    results: str | Path,
+    out: str | Path,
+    methods: Sequence[str] | None = None,
+    only: Sequence[str] = (),
+    verbose: bool = False,
 ) -> list[dict[str, Any]]:
     """Write one profile per cell under `out` (see the module docstring); returns the index."""
     out = Path(out)
@@ -109,13 +173,15 @@ def export(
     index = []
     for key, rows in groups.items():
         setting = dict(zip(SETTING, key, strict=True))
-        if methods and setting["method"] not in methods:
+        if (methods and setting["method"] not in methods) or not matches(setting, only):
             continue
         folder = out / setting["model"] / setting["bench"] / setting["method"]
         if per_triple[key[:3]] > 1:
             folder = folder / tag(setting)
         profile = cell_profile(setting, rows)
         check = validate_profile(profile)
+        if verbose:
+            print(show(profile))
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "speculation_profile.json"
         path.write_text(json.dumps(profile, indent=2) + "\n")
@@ -139,9 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--results", required=True, help="a results directory (searched for *.jsonl) or file")
     ap.add_argument("--out", required=True, help="where the profiles go")
     ap.add_argument("--methods", default="", help="comma-separated methods (default: all)")
+    ap.add_argument("--only", action="append", default=[], metavar="FIELD=VALUE", help="keep matching cells")
+    ap.add_argument("--show", action="store_true", help="print each profile's acceptance")
     args = ap.parse_args(argv)
     methods = [m for m in args.methods.split(",") if m] or None
-    index = export(args.results, args.out, methods)
+    index = export(args.results, args.out, methods, args.only, args.show)
     failed = [e for e in index if not e["passed"]]
     for e in index:
         mc = e["mean_consistency"] or {}

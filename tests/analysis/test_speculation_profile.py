@@ -69,3 +69,15 @@ def test_the_export_never_imports_torch():
     code = "import sys, analysis.speculation_profile\nassert 'torch' not in sys.modules"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_only_and_show(tmp_path, capsys):
+    out = tmp_path / "o"
+    args = ["--results", str(SHIPPED), "--out", str(out), "--methods", "goose", "--show"]
+    assert sp.main([*args, "--only", "temperature=0", "--only", "chat_template=false"]) == 0
+    index = json.loads((out / "index.json").read_text())
+    assert len(index) == 1 and index[0]["temperature"] in (None, 0.0) and not index[0]["chat_template"]
+    printed = capsys.readouterr().out
+    assert "acceptance-length histogram" in printed and "per request" in printed
+    assert sp.main([*args, "--only", "chat_template=true"]) == 0
+    assert [e["chat_template"] for e in json.loads((out / "index.json").read_text())] == [True]
