@@ -26,6 +26,7 @@ from goose.harness.compose import (  # UserError: re-exported for callers of run
     load_engine,
 )
 from goose.harness.runner import Cell, SamplingPlan, run_cell
+from goose.records.acceptance import acceptance_summary
 from goose.records.metrics import cell_summary, format_table
 from goose.records.results import results_path
 
@@ -151,6 +152,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     summaries = {"ar": cell_summary(ar_rows, ar_rows)}
     if method != "ar":
         summaries[method] = cell_summary(method_rows, ar_rows)
+    for name, cell_rows in (("ar", ar_rows), (method, method_rows)):  # histogram, per-position rates
+        summaries[name]["speculation"] = acceptance_summary(cell_rows)
     print_summary(summaries, time.perf_counter() - t0)
     _log_wandb(cfg, summaries.get(method, summaries["ar"]), method_rows, cell)
     return summaries[method]
@@ -158,6 +161,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
 
 def print_summary(summaries: dict[str, dict[str, Any]], elapsed: float) -> None:
     header = ["method", "prompts", "failed", "tau", "tok/s", "speedup", "lossless", "p_s", "p_t", "p_s/p_t"]
+    header += ["AL/step", "AL/req"]  # mean acceptance length per step and per request
     rows = [
         [
             name,
@@ -170,6 +174,8 @@ def print_summary(summaries: dict[str, dict[str, Any]], elapsed: float) -> None:
             s["p_s"],
             s["p_t"],
             s["p_ratio"],
+            s.get("mean_accept_length", float("nan")),
+            s.get("mean_accept_length_per_request", float("nan")),
         ]
         for name, s in summaries.items()
     ]
@@ -193,7 +199,8 @@ def _log_wandb(cfg: DictConfig, summary: dict[str, Any], rows: list[dict[str, An
     log_run(
         mode=mode,
         config=OmegaConf.to_container(cfg, resolve=True),
-        summary=summary,
+        summary={k: v for k, v in summary.items() if k != "speculation"},
+        acceptance=summary.get("speculation"),  # histogram and per-position curves
         rows=rows,
         group=str(cfg.get("experiment", "adhoc")),
         name=f"{cell.model}/{cell.bench}/{cell.method}",

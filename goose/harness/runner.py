@@ -48,6 +48,7 @@ from goose.engine.core.verifier import VerificationEngine
 from goose.engine.forward.packed_linear import native_bf16
 from goose.harness.chat import encode_prompt
 from goose.harness.run_state import RunStateStore
+from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields
 from goose.records.results import append_lock, append_row, cell_key, config_hash, read_appended
 
 SESSION_ID = uuid.uuid4().hex[:12]
@@ -166,6 +167,7 @@ class Draw:
     sample_idx: int | None = None
     sample_seed: int | None = None
     sequence_seed: int = 0
+    run_seed: int = 0  # the sampling group's seed (provenance only)
 
     def fields(self) -> dict[str, Any]:
         """What a row records of it (the warp itself is in the cell's fields)."""
@@ -219,6 +221,7 @@ def generation_row(gen: Generation) -> dict[str, Any]:
         "routes": gen.routes(),
         "step_accepted": [s.accepted_len for s in gen.steps],
         "step_tree_size": [s.tree_size for s in gen.steps],
+        **gen.shape_totals(),  # acceptance by depth and sibling rank (goose.records.acceptance)
         "drafter_stats": gen.drafter_stats,
         "stop": gen.stop,
         "graph_captures": gen.graph_captures,
@@ -449,7 +452,7 @@ def run_cell(
     it is False; None (the default) draws the bar where stderr is a terminal with a size and no
     `log` callback is given. Lines and messages go to `log` if given, else to the logger
     `goose.harness.runner` (under Hydra: the console and the job's log file)."""
-    env = {**environment(), **(extra or {})}
+    env = {**environment(), **(extra or {}), **chat_template_fields(tokenizer, cell.chat_template)}
     ar_cell = Cell(  # the AR reference of the same prompt form (raw or in the chat template)
         cell.model,
         cell.bench,
@@ -496,7 +499,13 @@ def run_cell(
             sample = {"prompt_id": prompt.prompt_id, "sample_seed": sample_seed}
             ar_key = cell_key({**ar_cell.row_base(), **sample})
             key = cell_key({**cell.row_base(), **sample})
-            draw = Draw(cell.sampling, sample_idx, sample_seed, sequence_seed(sample_seed, prompt.prompt_id))
+            draw = Draw(
+                cell.sampling,
+                sample_idx,
+                sample_seed,
+                sequence_seed(sample_seed, prompt.prompt_id),
+                plan.seed,
+            )
             if ar_key not in existing:
                 with _reference_lock(results_file):  # another job may be writing this very reference
                     offset = _merge_new_rows(existing, results_file, offset)
@@ -660,6 +669,8 @@ def _run_one(
         "prompt_id": prompt.prompt_id,
         **draw.fields(),
         "prompt_tokens": len(prompt_ids),
+        **prompt_fields(getattr(prompt, "text", None), prompt_ids),
+        **seed_fields(draw.run_seed, draw.sample_seed, draw.sequence_seed),
         **env,
         **(fields or {}),
         "timestamp": time.time(),

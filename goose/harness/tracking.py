@@ -1,5 +1,6 @@
 """W&B logging of one run (one model × bench × method cell): the resolved config and `config_hash`, the
-summary of `goose.records.metrics.cell_summary` (NaN as null), and a per-prompt table. Runs are grouped by
+summary of `goose.records.metrics.cell_summary` (NaN as null), a per-prompt table, and the
+cell's acceptance (histogram; per-position, depth and sibling-rank curves). Runs are grouped by
 experiment, with job_type = method and tags model, bench, method. Offline by default (`wandb sync
 <out_dir>/wandb/offline-run-*` later); a W&B failure does not fail the job.
 """
@@ -58,6 +59,58 @@ def prompt_record(row: dict[str, Any]) -> list[Any]:
     return [_finite(rec.get(c)) for c in PROMPT_COLUMNS]
 
 
+def _line(wandb: Any, key: str, columns: list[str], data: list[list[Any]], y: str, title: str) -> dict:
+    """A table and its line chart (x = the first column), under `key` and `key`_chart."""
+    table = wandb.Table(columns=columns, data=data)
+    return {key: table, f"{key}_chart": wandb.plot.line(table, columns[0], y, title=title)}
+
+
+def acceptance_media(wandb: Any, acceptance: dict[str, Any]) -> dict[str, Any]:
+    """What `log_run` logs of a cell's acceptance record: `acceptance/length_histogram` (a
+    wandb.Histogram with one bin per acceptance length), `acceptance/by_position` (conditional and
+    marginal rate per draft position), `acceptance/by_depth` and `acceptance/by_sibling_rank`
+    (offered, accepted, rate), each a table with a line chart."""
+    out: dict[str, Any] = {}
+    hist = {int(n): int(c) for n, c in (acceptance.get("acceptance_histogram") or {}).items()}
+    if hist:
+        top = max(hist)
+        counts = [hist.get(n, 0) for n in range(1, top + 1)]
+        edges = [n + 0.5 for n in range(top + 1)]
+        out["acceptance/length_histogram"] = wandb.Histogram(np_histogram=(counts, edges))
+    marginal = acceptance.get("marginal_accept_rates") or []
+    conditional = acceptance.get("conditional_accept_rates") or []
+    if marginal:
+        data = [
+            [k + 1, _finite(c), _finite(m)]
+            for k, (c, m) in enumerate(zip(conditional, marginal, strict=True))
+        ]
+        out |= _line(
+            wandb,
+            "acceptance/by_position",
+            ["position", "conditional", "marginal"],
+            data,
+            "marginal",
+            "Marginal acceptance by draft position",
+        )
+    for key, label, first in (("acceptance_by_depth", "depth", 1), ("acceptance_by_sibling_rank", "rank", 0)):
+        rec = acceptance.get(key)
+        if rec and rec.get("offered"):
+            data = [
+                [i + first, o, a, _finite(r)]
+                for i, (o, a, r) in enumerate(zip(rec["offered"], rec["accepted"], rec["rate"], strict=True))
+            ]
+            name = "by_depth" if label == "depth" else "by_sibling_rank"
+            out |= _line(
+                wandb,
+                f"acceptance/{name}",
+                [label, "offered", "accepted", "rate"],
+                data,
+                "rate",
+                f"Acceptance by {'tree depth' if label == 'depth' else 'sibling rank'}",
+            )
+    return out
+
+
 def log_run(
     mode: str,
     config: dict[str, Any],
@@ -68,10 +121,11 @@ def log_run(
     directory: Path,
     project: str = "goose-bench",
     verbose: bool = False,
+    acceptance: dict[str, Any] | None = None,
 ) -> str | None:
     """Log one cell's run under `<directory>/wandb/`; returns its files directory (None without W&B). `name`
     is `<model>/<bench>/<method>`. Unless `verbose`, W&B runs silent so its console output does not bury
-    the summary; one line says where the run went.
+    the summary; one line says where the run went. `acceptance`: the cell's acceptance record.
     """
     try:
         import wandb
@@ -99,6 +153,8 @@ def log_run(
         run.log(clean)
         table = wandb.Table(columns=list(PROMPT_COLUMNS), data=[prompt_record(r) for r in rows])
         run.log({TABLE_KEY: table})
+        if acceptance:
+            run.log(acceptance_media(wandb, acceptance))
         run.summary.update({k: _finite(v) for k, v in summary.items()})  # every key; NaN -> null
         run_dir = run.dir
         where = (

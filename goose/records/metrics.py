@@ -1,7 +1,7 @@
 """Cell metrics from result rows (no torch: analysis imports this), as docs/paper.md defines them: τ = Σ
 generated / Σ forward calls; tokens/s = Σ generated / Σ wall time; speedup = tokens/s over AR's on the
 prompts both completed (at T > 0, AR's sample with the same seed); p_s, p_t = Σ accepted / Σ offered per
-source.
+source; mean acceptance length per step and per request (goose.records.acceptance).
 """
 
 from __future__ import annotations
@@ -9,6 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from goose.records.acceptance import (
+    accept_lengths,
+    histogram,
+    mean_accept_length,
+    mean_accept_length_per_request,
+)
 from goose.records.results import sample_key
 
 
@@ -52,6 +58,8 @@ def cell_summary(rows: list[dict[str, Any]], ar_rows: list[dict[str, Any]] | Non
         "accepted_spine": accepted["spine"],
         "accepted_branch": accepted["branch"],
         "speedup": float("nan"),
+        "mean_accept_length": mean_accept_length(histogram(n for r in ok for n in accept_lengths(r))),
+        "mean_accept_length_per_request": mean_accept_length_per_request(ok),
     }
     if ar_rows:
         ar = {sample_key(r): r for r in _ok(ar_rows)}

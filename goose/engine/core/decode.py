@@ -32,6 +32,49 @@ class StepRecord:
     update_s: float
     forward_s: float = 0.0  # inputs + mask + forward + argmax (up to the host sync)
     walk_s: float = 0.0  # greedy walk + stop rules + KV compaction
+    # drafted / accepted nodes per tree depth (index d-1 for depth d) and per sibling rank (index
+    # r: the (r+1)-th child of its parent in node order), from `shape_counts`
+    depth_offered: list[int] = field(default_factory=list)
+    depth_accepted: list[int] = field(default_factory=list)
+    rank_offered: list[int] = field(default_factory=list)
+    rank_accepted: list[int] = field(default_factory=list)
+
+
+SHAPE_FIELDS = ("depth_offered", "depth_accepted", "rank_offered", "rank_accepted")
+
+
+def shape_counts(parents: Sequence[int], accepted_nodes: Sequence[int]) -> dict[str, list[int]]:
+    """Drafted and accepted nodes of one verified tree per depth and per sibling rank (the
+    `SHAPE_FIELDS` of a StepRecord), from its parent array and its accepted path (root first). The
+    anchor (node 0) is no draft and is not counted; a node's sibling rank is its place among its
+    parent's children in node order (0 = the first child)."""
+    n = len(parents)
+    depth, rank, kids = [0] * n, [0] * n, [0] * n
+    for i in range(1, n):
+        p = parents[i]
+        depth[i], rank[i] = depth[p] + 1, kids[p]
+        kids[p] += 1
+    out = {name: [] for name in SHAPE_FIELDS}
+    if n < 2:
+        return out
+    out["depth_offered"] = [0] * max(depth)
+    out["rank_offered"] = [0] * (max(rank[1:]) + 1)
+    out["depth_accepted"] = [0] * len(out["depth_offered"])
+    out["rank_accepted"] = [0] * len(out["rank_offered"])
+    for i in range(1, n):
+        out["depth_offered"][depth[i] - 1] += 1
+        out["rank_offered"][rank[i]] += 1
+    for i in accepted_nodes[1:]:
+        out["depth_accepted"][depth[i] - 1] += 1
+        out["rank_accepted"][rank[i]] += 1
+    return out
+
+
+def _add_counts(total: list[int], counts: list[int]) -> None:
+    """total += counts, elementwise, growing total as needed."""
+    total.extend([0] * (len(counts) - len(total)))
+    for i, c in enumerate(counts):
+        total[i] += c
 
 
 @dataclass
@@ -58,6 +101,14 @@ class Generation:
         for step in self.steps:
             for name, n in getattr(step, what).items():
                 out[name] += n
+        return out
+
+    def shape_totals(self) -> dict[str, list[int]]:
+        """The `SHAPE_FIELDS` summed over the steps (acceptance by depth and by sibling rank)."""
+        out: dict[str, list[int]] = {name: [] for name in SHAPE_FIELDS}
+        for step in self.steps:
+            for name in SHAPE_FIELDS:
+                _add_counts(out[name], getattr(step, name))
         return out
 
     def time_split(self) -> dict[str, float]:
@@ -164,6 +215,7 @@ def generate(
             update_s=t3 - t2,
             forward_s=min(engine.last_forward_s, t2 - t1),
             walk_s=max(t2 - t1 - engine.last_forward_s, 0.0),
+            **shape_counts(tree.parents, outcome.accepted_nodes),
         )
         steps.append(record)
         if on_step is not None:
