@@ -12,3 +12,15 @@ Packages, each depending only on those above it:
 The baselines (PLD, TR, isotropic, EAGLE-2-style) live in the top-level `baselines` package and
 import from goose.engine / goose.sources; nothing under goose/ imports them.
 """
+
+__all__ = ["Speculation", "speculate"]
+
+
+def __getattr__(name: str):
+    """`goose.speculate` and `goose.Speculation` (goose.api), imported on first use so that
+    `import goose` stays light (no torch, no Hydra)."""
+    if name in __all__:
+        from goose import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'goose' has no attribute {name!r}")
