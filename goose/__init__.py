@@ -9,6 +9,8 @@ Packages, each depending only on those above it:
     goose.records     result rows and metrics; torch-free, so analysis/ can import it
     goose.harness     everything around a run: config schema, models, benchmarks, composition,
                       runner, Hydra job, W&B tracking
+    goose.api         `goose.speculate`: one prompt, any configured method, a configured or
+                      transformers model (docs/api.md)
 The baselines (PLD, TR, isotropic, EAGLE-2-style) live in the top-level `baselines` package and
 import from goose.engine / goose.sources; nothing under goose/ imports them.
 """

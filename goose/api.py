@@ -181,9 +181,8 @@ def speculate(
         raise ValueError(str(exc)) from None
     if auto_budget and cfg.method.name != "ar":
         from goose.engine.budget.auto_budget import auto_budget_factory
-        from goose.engine.budget.cost_model import engine_latency
 
-        make_drafter = auto_budget_factory(make_drafter, engine, latency=engine_latency(engine))
+        make_drafter = auto_budget_factory(make_drafter, engine)  # calibrated once per engine
     if isinstance(prompt, str):
         chat = _chat_template(chat_template, instruct, tokenizer)
         prompt_ids = encode_prompt(tokenizer, prompt, chat)
