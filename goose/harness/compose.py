@@ -140,32 +140,41 @@ def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
     time), configured by `engine_lean`, `engine_prepack`, `compile` and `cuda_graphs`.
     """
     spec = OmegaConf.to_container(cfg.model, resolve=True)
-    lean = engine_lean(cfg)
-    prepack = engine_prepack(cfg)
-    compile_forward = bool(cfg.get("compile", False))
-    cuda_graphs = bool(cfg.get("cuda_graphs", False))
-    key = repr((sorted(spec.items()), lean, prepack, compile_forward, cuda_graphs))
+    key = repr((sorted(spec.items()), *engine_settings(cfg).values()))
     if key not in _ENGINES:
         _ENGINES.clear()
         try:
             loaded = load_model(**spec)
         except (ModelUnavailableError, ValueError) as exc:
             raise UserError(str(exc)) from None
-        try:
-            engine = VerificationEngine(
-                loaded.model,
-                loaded.eos_token_ids,
-                loaded.context_length,
-                lean=lean,
-                prepack=prepack,
-                compile_forward=compile_forward,
-                cuda_graphs=cuda_graphs,
-            )
-        except ValueError as exc:  # prepack, compile or cuda_graphs set where it cannot run
-            raise UserError(str(exc)) from None
-        warm_up(engine, loaded.tokenizer(WARM_UP_TEXT).input_ids)
+        engine = build_engine(
+            loaded.model, loaded.tokenizer, loaded.eos_token_ids, loaded.context_length, cfg
+        )
         _ENGINES[key] = (loaded, engine)
     return _ENGINES[key]
+
+
+def engine_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The `VerificationEngine` keywords that `cfg` sets: lean, prepack, compile_forward, cuda_graphs."""
+    return {
+        "lean": engine_lean(cfg),
+        "prepack": engine_prepack(cfg),
+        "compile_forward": bool(cfg.get("compile", False)),
+        "cuda_graphs": bool(cfg.get("cuda_graphs", False)),
+    }
+
+
+def build_engine(
+    model: Any, tokenizer: Any, eos_token_ids: list[int], context_length: int, cfg: DictConfig
+) -> VerificationEngine:
+    """The verification engine of a loaded causal LM (in eval mode) with `engine_settings(cfg)`,
+    warmed up on a short text."""
+    try:
+        engine = VerificationEngine(model, eos_token_ids, context_length, **engine_settings(cfg))
+    except ValueError as exc:  # prepack, compile or cuda_graphs set where it cannot run
+        raise UserError(str(exc)) from None
+    warm_up(engine, tokenizer(WARM_UP_TEXT).input_ids)
+    return engine
 
 
 def release_engines() -> None:

@@ -1,0 +1,210 @@
+"""The Python API: one call runs any configured method on a model and a prompt.
+
+    import goose
+    out = goose.speculate("smollm2-135m", prompt="Write a haiku about geese.", max_new_tokens=64)
+    print(out.text, out.tau)
+
+The method comes from conf/method/<method>.yaml (composed by Hydra, as `run.py method=<method>`
+does), its hyperparameters overridden by keyword and validated as the harness validates a run's
+config; the model is a configured name (conf/model/<name>.yaml, loaded as `run.py` loads it) or a
+transformers causal LM with its tokenizer. The drafter and the engine are built by the harness's
+builders (goose.harness.compose) and the prompt runs through the harness's decode loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, open_dict
+
+from goose.validation import check_choice, check_int
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """One generation and its statistics (the fields of a result row, goose.harness.runner).
+
+    tau: τ, generated tokens per target forward call, the prefill counted as one call (SPEC).
+    accepted_lengths: drafted tokens accepted at each verification step (the bonus token excluded).
+    """
+
+    text: str  # the generated tokens decoded, special tokens skipped
+    token_ids: list[int]  # the generated tokens (EOS kept)
+    prompt_ids: list[int]  # the prompt as the model saw it (in the chat template where applied)
+    method: str
+    method_config: dict[str, Any]  # the drafter's full configuration, overrides included
+    tau: float
+    accepted_lengths: list[int]
+    tree_sizes: list[int]  # nodes verified at each step, anchor included
+    forward_calls: int  # target forward passes, prefill included
+    wall_time_s: float  # from before the prefill to the last token
+    tokens_per_s: float
+    stop: str  # max_new_tokens, eos or context
+    chat_template: bool  # whether the prompt was put in the tokenizer's chat template
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """Mean drafted tokens accepted per verification step."""
+        steps = self.accepted_lengths
+        return sum(steps) / len(steps) if steps else 0.0
+
+
+def available(group: str) -> list[str]:
+    """The configured names of a config group (`method` or `model`): conf/<group>/*.yaml."""
+    from goose.harness.compose import CONF_DIR
+
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def method_config(
+    method: str,
+    overrides: dict[str, Any] | None = None,
+    model: str | None = None,
+    config_overrides: Sequence[str] = (),
+) -> DictConfig:
+    """The run config of `method` (and configured `model`, if given) with the drafter's
+    hyperparameters set from `overrides`, validated like a `run.py` job. ValueError names an
+    unknown method or model with the valid ones, and a bad key or value with its field."""
+    from goose.harness.compose import UserError, check_config, compose_config
+
+    for group, name in (("method", method), ("model", model)):
+        if name is not None and name not in available(group):
+            raise ValueError(f"{group}={name!r}: unknown; valid {group}s: {', '.join(available(group))}")
+    args = [f"method={method}", "budget=fixed", *([f"model={model}"] if model else []), *config_overrides]
+    try:
+        cfg = compose_config(args, validate=False)
+    except Exception as exc:  # Hydra's override and composition errors
+        raise ValueError(f"cannot compose the configuration {args}: {exc}") from None
+    with open_dict(cfg):
+        for key, value in (overrides or {}).items():
+            cfg.method.drafter[key] = value
+    try:
+        check_config(cfg)
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
+    return cfg
+
+
+_USER_ENGINE: dict[str, Any] = {}  # the engine of the last transformers model passed in
+
+
+def _user_engine(model: Any, tokenizer: Any, cfg: DictConfig) -> Any:
+    """The verification engine of a transformers model (set to eval mode), built once per model."""
+    from goose.harness.compose import build_engine, engine_settings
+    from goose.harness.models import _eos_ids
+
+    key = repr((id(model), *engine_settings(cfg).values()))
+    if _USER_ENGINE.get("key") != key or _USER_ENGINE["engine"].model is not model:
+        _USER_ENGINE.clear()
+        model.eval()
+        context = getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length
+        engine = build_engine(model, tokenizer, _eos_ids(tokenizer, model), int(context), cfg)
+        _USER_ENGINE.update(key=key, engine=engine)
+    return _USER_ENGINE["engine"]
+
+
+def _chat_template(setting: bool | str, instruct: bool | None, tokenizer: Any) -> bool:
+    """bench.chat_template's rule for one free prompt (goose.harness.chat): "auto" applies the
+    template when the model is instruction-tuned (for a transformers model, unknown: whenever its
+    tokenizer has a template); True requires a template."""
+    from goose.harness.chat import has_chat_template
+
+    check_choice("chat_template", setting, ("auto", True, False), why="auto: instruct models only")
+    if setting is True and not has_chat_template(tokenizer):
+        raise ValueError("chat_template = True: the tokenizer has no chat template")
+    if setting == "auto":
+        return instruct is not False and has_chat_template(tokenizer)
+    return bool(setting)
+
+
+def speculate(
+    model: Any,
+    tokenizer: Any = None,
+    prompt: str | Sequence[int] | None = None,
+    method: str = "goose",
+    max_new_tokens: int = 128,
+    *,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    seed: int = 0,
+    chat_template: bool | str = "auto",
+    auto_budget: bool = False,
+    config_overrides: Sequence[str] = (),
+    **overrides: Any,
+) -> Speculation:
+    """Generate up to `max_new_tokens` tokens after `prompt` with `method`'s drafter verified by
+    the target model: lossless, so the tokens are the target's own (greedy: AR's output; sampled:
+    with a deterministic drafter, AR's sample with the same `seed`).
+
+    model, tokenizer: a transformers causal LM and its tokenizer, or a configured model name
+        (conf/model/*.yaml, e.g. "smollm2-135m") and tokenizer None.
+    prompt: text (put in the chat template as `chat_template` says) or token ids (used as given).
+    method: a configured method (conf/method/*.yaml: ar, pld, goose, tr, ...).
+    temperature, top_p, top_k: 0 / 1 / 0 = greedy; else lossless speculative sampling.
+    seed: the sequence's seed when sampling.
+    chat_template: "auto" (an instruct model's template around text prompts), True or False.
+    auto_budget: size each tree to this machine's verification cost curve, calibrated once per
+        engine (run.py's budget=auto); False verifies the method's fixed budget B (budget=fixed).
+    config_overrides: further run.py-style overrides, e.g. ["model.device=cuda", "prepack=false"].
+    **overrides: the method's hyperparameters, e.g. budget=30, max_depth=8 for goose.
+    """
+    from goose.engine.core.decode import generate
+    from goose.engine.core.sampling import SamplingParams
+    from goose.harness.chat import encode_prompt
+    from goose.harness.compose import UserError, drafter_factory, load_engine
+    from goose.harness.runner import generation_row
+
+    if prompt is None:
+        raise TypeError("speculate() needs a prompt: text or a list of token ids")
+    named = isinstance(model, str)
+    if named and tokenizer is not None:
+        raise ValueError(
+            f"model={model!r} is a configured name: it brings its own tokenizer; pass tokenizer=None"
+        )
+    if not named and tokenizer is None:
+        raise ValueError("a transformers model needs its tokenizer")
+    check_int("max_new_tokens", max_new_tokens, low=0)
+    check_int("seed", seed, low=0)
+    sampling = SamplingParams(temperature, top_p, top_k)
+    cfg = method_config(method, overrides, model if named else None, config_overrides)
+    try:
+        make_drafter = drafter_factory(cfg)
+        if named:
+            loaded, engine = load_engine(cfg)
+            tokenizer, instruct = loaded.tokenizer, bool(cfg.model.get("instruct", False))
+        else:
+            engine, instruct = _user_engine(model, tokenizer, cfg), None
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
+    if auto_budget and cfg.method.name != "ar":
+        from goose.engine.budget.auto_budget import auto_budget_factory
+
+        make_drafter = auto_budget_factory(make_drafter, engine)  # calibrated once per engine
+    if isinstance(prompt, str):
+        chat = _chat_template(chat_template, instruct, tokenizer)
+        prompt_ids = encode_prompt(tokenizer, prompt, chat)
+    else:
+        chat, prompt_ids = False, [int(t) for t in prompt]
+    if not prompt_ids:
+        raise ValueError("prompt: empty (no tokens)")
+    drafter = make_drafter()
+    gen = generate(engine, drafter, prompt_ids, max_new_tokens, sampling=sampling, seed=seed)
+    row = generation_row(gen)
+    return Speculation(
+        text=tokenizer.decode(gen.output_ids, skip_special_tokens=True),
+        token_ids=list(gen.output_ids),
+        prompt_ids=prompt_ids,
+        method=str(cfg.method.name) + ("_auto" if auto_budget and cfg.method.name != "ar" else ""),
+        method_config=drafter.config(),
+        tau=row["tau"],
+        accepted_lengths=row["step_accepted"],
+        tree_sizes=row["step_tree_size"],
+        forward_calls=row["forward_calls"],
+        wall_time_s=row["wall_time_s"],
+        tokens_per_s=row["tokens_per_s"],
+        stop=row["stop"],
+        chat_template=chat,
+    )

@@ -1,0 +1,110 @@
+"""goose.speculate (goose/api.py) on the offline SmolLM2, and the Python examples of the docs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+import goose
+from tests.conftest import ROOT
+
+PROMPT = "Repeat after me: the cat sat on the mat. The cat sat on the mat. The cat"
+MAX_NEW = 24
+DOCS_WITH_EXAMPLES = ("docs/api.md", "README.md")
+
+
+def python_blocks(path: str) -> list[str]:
+    """The ```python blocks of a Markdown file, in order."""
+    return re.findall(r"^```python\n(.*?)^```", (ROOT / path).read_text(), flags=re.M | re.S)
+
+
+@pytest.mark.parametrize("path", DOCS_WITH_EXAMPLES)
+def test_doc_examples_run(path):
+    """Every ```python block of the file runs, in order, in one namespace (as a reader would)."""
+    blocks = python_blocks(path)
+    if not blocks:
+        assert path != "docs/api.md", "docs/api.md lost its example"
+        pytest.skip(f"{path} has no python example")
+    namespace: dict = {"__name__": "__doc_example__"}
+    for i, code in enumerate(blocks):
+        exec(compile(code, f"{path} (python block {i + 1})", "exec"), namespace)
+
+
+def test_import_goose_is_light():
+    code = "import sys, goose; assert 'torch' not in sys.modules and 'hydra' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def ar():
+    return goose.speculate("smollm2-135m", prompt=PROMPT, method="ar", max_new_tokens=MAX_NEW)
+
+
+@pytest.mark.parametrize("method", ["goose", "pld"])
+def test_greedy_equals_ar(ar, method):
+    out = goose.speculate("smollm2-135m", prompt=PROMPT, method=method, max_new_tokens=MAX_NEW)
+    assert out.token_ids == ar.token_ids
+    assert out.prompt_ids == ar.prompt_ids and out.chat_template  # SmolLM2 is an instruct model
+    assert out.forward_calls == 1 + len(out.accepted_lengths) == len(out.tree_sizes) + 1
+    assert out.tau == pytest.approx(len(out.token_ids) / out.forward_calls)
+    assert out.tau > 1.0 and ar.tau == 1.0
+    assert out.text == ar.text and out.wall_time_s > 0 and out.tokens_per_s > 0
+
+
+def test_transformers_model_and_token_ids(smollm2, ar):
+    loaded, _ = smollm2
+    out = goose.speculate(loaded.model, loaded.tokenizer, PROMPT, method="goose", max_new_tokens=MAX_NEW)
+    assert out.token_ids == ar.token_ids and out.chat_template
+    raw = goose.speculate(loaded.model, loaded.tokenizer, ar.prompt_ids, method="pld", max_new_tokens=MAX_NEW)
+    assert raw.prompt_ids == ar.prompt_ids and not raw.chat_template
+    assert raw.token_ids == ar.token_ids
+
+
+def test_overrides_reach_the_drafter():
+    out = goose.speculate(
+        "smollm2-135m", prompt=PROMPT, method="pld", max_new_tokens=8, num_draft=2, chat_template=False
+    )
+    assert out.method_config["num_draft"] == 2 and not out.chat_template
+    assert max(out.tree_sizes) <= 3  # the anchor and two drafted tokens
+
+
+def test_unknown_method_lists_valid_ones():
+    with pytest.raises(ValueError, match=r"method='nope': unknown; valid methods: ar, .*goose.*pld"):
+        goose.speculate("smollm2-135m", prompt=PROMPT, method="nope")
+
+
+def test_unknown_model_lists_valid_ones():
+    with pytest.raises(ValueError, match=r"model='nope': unknown; valid models: .*smollm2-135m"):
+        goose.speculate("nope", prompt=PROMPT)
+
+
+@pytest.mark.parametrize(
+    ("method", "overrides", "message"),
+    [
+        ("goose", {"budget": 0}, r"budget = 0: must be an integer >= 2"),
+        ("pld", {"num_draft": -1}, r"num_draft = -1: must be an integer >= 1"),
+        (
+            "goose",
+            {"bugdet": 30},
+            r"method.drafter.bugdet = 30: not a hyperparameter .* valid ones: .*budget",
+        ),
+        ("ar", {"temperature": -1}, r"sampling.temperature = -1: must be a number >= 0"),
+        ("ar", {"chat_template": "yes"}, r"chat_template = 'yes': must be one of auto, true, false"),
+    ],
+)
+def test_invalid_values_name_field_and_value(method, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        goose.speculate("smollm2-135m", prompt=PROMPT, method=method, max_new_tokens=4, **overrides)
+
+
+def test_sampled_deterministic_drafter_equals_ar_sample():
+    """Sample-and-match (goose.engine.core.sampling): a deterministic drafter commits AR's sample
+    with the same seed, token for token."""
+    kw = {"prompt": PROMPT, "max_new_tokens": MAX_NEW, "temperature": 0.7, "seed": 3}
+    ar = goose.speculate("smollm2-135m", method="ar", **kw)
+    pld = goose.speculate("smollm2-135m", method="pld", **kw)
+    assert pld.token_ids == ar.token_ids
+    assert pld.forward_calls < ar.forward_calls
