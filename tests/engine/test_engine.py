@@ -361,10 +361,9 @@ def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
         a = lean.verify(DraftTree.single(a.new_tokens[-1]), budget=100)
         b = slow.verify(DraftTree.single(b.new_tokens[-1]), budget=100)
         assert torch.allclose(a.logits, b.logits, atol=1e-4)
-    qkv = 1 if arch == "gemma3" else 2  # where a layer's tuple holds the fused q/k/v projection
-    fused = VerificationEngine(model, eos_token_ids=(), prepack=False).lean.layers[0][qkv].weight
+    fused = VerificationEngine(model, eos_token_ids=(), prepack=False).lean.layers[0].qkv_proj.weight
     plain = VerificationEngine(model, eos_token_ids=(), prepack=False).lean
-    assert plain.layers[0][qkv].weight.data_ptr() == fused.data_ptr() and not plain.prepacked  # reused
+    assert plain.layers[0].qkv_proj.weight.data_ptr() == fused.data_ptr() and not plain.prepacked  # reused
     attn = model.model.layers[0].self_attn
     assert attn.k_proj.weight.data_ptr() == fused[attn.q_proj.out_features].data_ptr()
     assert isinstance(lean.lean, LeanGemma3Decoder) == (arch == "gemma3")

@@ -31,7 +31,8 @@ from goose.engine.core.sampling import (
 from goose.engine.core.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
 from goose.engine.core.window import slides
 from goose.engine.forward.compiled_forward import compile_lean
-from goose.engine.forward.lean_forward import LeanDecoder, has_forward_hooks, lean_decoder, lean_unsupported
+from goose.engine.forward.lean import lean_decoder, lean_unsupported
+from goose.engine.forward.lean_forward import LeanDecoder, has_forward_hooks
 from goose.engine.forward.static_step import StaticStep
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
