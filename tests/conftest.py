@@ -1,4 +1,7 @@
-"""Shared fixtures: offline environment, the real SmolLM2 model (loaded once per session)."""
+"""Shared fixtures: offline environment, the real SmolLM2 model (loaded once per session), and the
+rule for tests that read ../shared: where it is missing they skip with the path as the reason, except
+under GOOSE_REQUIRE_SHARED=1 (set by .ci/run), where they fail, so that a checkout without it cannot
+pass them without running them."""
 
 from __future__ import annotations
 
@@ -9,12 +12,49 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED = ROOT.parent / "shared"
+SHARED_DATA = SHARED / "data"
+REQUIRE_SHARED_ENV = "GOOSE_REQUIRE_SHARED"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def shared_required() -> bool:
+    """True where a missing ../shared must fail the tests that read it (GOOSE_REQUIRE_SHARED=1: CI)."""
+    return os.environ.get(REQUIRE_SHARED_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_shared(path: Path, what: str = "") -> Path:
+    """`path` (under ../shared) if it exists; else skip, or fail where `shared_required()`."""
+    path = Path(path)
+    if path.exists():
+        return path
+    message = f"{path} is missing{f' ({what})' if what else ''}"
+    if shared_required():
+        pytest.fail(
+            f"{message}; {REQUIRE_SHARED_ENV}=1 (CI) needs ../shared beside the checkout", pytrace=False
+        )
+    pytest.skip(f"{message}; set {REQUIRE_SHARED_ENV}=1 to fail instead of skipping")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "needs_shared(*paths): the test reads these paths under ../shared; skipped where one is missing, "
+        f"failed instead under {REQUIRE_SHARED_ENV}=1",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """`needs_shared` paths are checked before the test's fixtures load (they may load a model): a missing
+    one skips the test, or fails its setup under GOOSE_REQUIRE_SHARED=1."""
+    for marker in item.iter_markers("needs_shared"):
+        for path in marker.args:
+            require_shared(path)
 
 
 def pytest_addoption(parser):
@@ -58,7 +98,7 @@ def bench_prompts(name: str, limit: int):
     spec = bench_spec(name)
     data_file = file_in_data_dir(spec, SHARED_DATA)
     if spec.package is None and data_file is None:
-        pytest.skip(f"{SHARED_DATA / (spec.data_dir_path or name)} not present")
+        require_shared(SHARED_DATA / (spec.data_dir_path or name), f"benchmark {name}")
     return load_benchmark(spec, limit, data_file, source="file" if data_file else "local")
 
 

@@ -13,7 +13,7 @@ from experiments.compat_reference import REFERENCE, make_drafter, read_reference
 from goose.engine.core.decode import generate
 from goose.engine.core.verifier import VerificationEngine
 
-pytestmark = pytest.mark.skipif(not REFERENCE.exists(), reason=f"{REFERENCE} not present")
+pytestmark = pytest.mark.needs_shared(REFERENCE)
 
 
 @pytest.fixture(scope="module")

@@ -248,6 +248,40 @@ def test_duplicate_tokens_under_a_parent_fall_back_to_the_spine_tie_rule():
     assert out.new_tokens == ref[1:4]
 
 
+def test_a_node_matching_its_parents_argmax_is_rejected_when_an_ancestor_was():
+    """The greedy walk's rule (Goose §4.2): a node is accepted only if every ancestor was. Node 3 is what
+    the target predicts after the rejected node 2 (and node 4 after node 3): neither may be accepted, by
+    the device walk of `verify` or by `greedy_walk`.
+
+          0 anchor
+         / \
+        1   2        1 = the target's next token; 2 = another token (rejected)
+        |   |
+        5   3        5 = not the target's token after 1; 3 = the target's token after 2
+            |
+            4        4 = the target's token after 3
+    """
+    model = tiny_model("llama", seed=3)
+    prefix = list(range(5, 15))
+    ref = greedy_continuation(model, prefix, 3)  # anchor, then the target's two next tokens
+    engine = VerificationEngine(model, eos_token_ids=())
+    anchor = int(engine.prefill(prefix)[-1].argmax())
+    assert anchor == ref[0]
+    wrong = (ref[1] + 1) % VOCAB
+    after_wrong = greedy_continuation(model, prefix + [anchor, wrong], 2)
+    tree = DraftTree.single(anchor)
+    tree.add(ref[1], 0, SPINE)  # 1
+    rejected = tree.add(wrong, 0, BRANCH)  # 2
+    tree.add(after_wrong[0], rejected, BRANCH)  # 3: matches node 2's argmax
+    tree.add(after_wrong[1], 3, BRANCH)  # 4: matches node 3's argmax
+    tree.add((ref[2] + 1) % VOCAB, 1, SPINE)  # 5
+    out = engine.verify(tree, budget=100)
+    assert out.predictions[rejected] == tree.tokens[3] and out.predictions[3] == tree.tokens[4]
+    assert out.accepted_nodes == [0, 1]
+    assert out.new_tokens == ref[1:3]
+    assert greedy_walk(tree, out.predictions) == [0, 1]
+
+
 def test_budget_cut_compacts_only_committed_nodes():
     model = tiny_model("qwen3", seed=1)
     prefix = list(range(30, 42))
@@ -361,10 +395,9 @@ def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
         a = lean.verify(DraftTree.single(a.new_tokens[-1]), budget=100)
         b = slow.verify(DraftTree.single(b.new_tokens[-1]), budget=100)
         assert torch.allclose(a.logits, b.logits, atol=1e-4)
-    qkv = 1 if arch == "gemma3" else 2  # where a layer's tuple holds the fused q/k/v projection
-    fused = VerificationEngine(model, eos_token_ids=(), prepack=False).lean.layers[0][qkv].weight
+    fused = VerificationEngine(model, eos_token_ids=(), prepack=False).lean.layers[0].qkv_proj.weight
     plain = VerificationEngine(model, eos_token_ids=(), prepack=False).lean
-    assert plain.layers[0][qkv].weight.data_ptr() == fused.data_ptr() and not plain.prepacked  # reused
+    assert plain.layers[0].qkv_proj.weight.data_ptr() == fused.data_ptr() and not plain.prepacked  # reused
     attn = model.model.layers[0].self_attn
     assert attn.k_proj.weight.data_ptr() == fused[attn.q_proj.out_features].data_ptr()
     assert isinstance(lean.lean, LeanGemma3Decoder) == (arch == "gemma3")

@@ -95,7 +95,9 @@ def test_bf16_engine_with_fp32_compute_decodes_like_the_plain_lean_forward(arch,
     model = tiny_model(arch, seed=5, dtype=torch.bfloat16)
     engine = VerificationEngine(model, eos_token_ids=(), prepack=True)
     assert engine.forward_name == "lean+prepack"
-    linears = [engine.lean.lm_head, *(x for x in engine.lean.layers[0] if isinstance(x, PackedLinear))]
+    layer = engine.lean.layers[0]
+    linears = [engine.lean.lm_head, layer.qkv_proj, layer.o_proj, layer.gate_up_proj, layer.down_proj]
+    assert all(isinstance(lin, PackedLinear) for lin in linears)
     assert len(linears) == 5 and all(lin.fp32_compute for lin in linears)
     prompt = list(range(3, 19))
     a = generate(engine, ARDrafter(), prompt, max_new_tokens=12)

@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from baselines.iso_budget import IsotropicGooseBudgetDrafter
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
+from goose.method.confidence import base_spine_ratio
 from goose.method.config import GooseConfig
 from goose.method.drafter import GooseDrafter
 from tests.conftest import method_config
@@ -54,13 +55,52 @@ def outcome(tree: DraftTree, accepted: list[int]) -> VerifyOutcome:
 # ------------------------------------------------------------------ config
 
 
+# The paper's Table 5 (docs/paper.md "Symbols"; ../shared/paper/SPEC.md "Goose"), every Goose default: the
+# spine-ratio tiers are the base ratio for a < 0.2, a < 0.4 and else, so the EMA thresholds are (0.2, 0.4).
+TABLE_5 = {
+    "budget": 60,
+    "max_depth": 6,
+    "k": 10,
+    "min_score": 0.01,
+    "rho": 0.5,
+    "max_chain": 20,
+    "max_extended_chain": 100,
+    "long_match": 8,
+    "ema_alpha": 0.3,
+    "ema_init": 0.5,
+    "ngram_lengths": (5, 4, 3),
+    "spine_ratio_tiers": (0.15, 0.30, 0.50),
+    "spine_ratio_thresholds": (0.2, 0.4),
+    "chain_extension_threshold": 0.6,
+    "use_bigram": True,
+    "prefill_harvest": True,
+    "use_confidence": True,
+}
+HARNESS_FIELDS = {"persistent_table": False, "compat": "harness"}  # goose-bench's, not the paper's
+
+
 def test_defaults_are_table_5():
     cfg = GooseConfig()
-    assert (cfg.budget, cfg.max_depth, cfg.k, cfg.min_score, cfg.rho) == (60, 6, 10, 0.01, 0.5)
-    assert (cfg.max_chain, cfg.max_extended_chain, cfg.long_match) == (20, 100, 8)
-    assert (cfg.ema_alpha, cfg.ema_init, cfg.ngram_lengths) == (0.3, 0.5, (5, 4, 3))
-    assert cfg.spine_ratio_tiers == (0.15, 0.30, 0.50) and cfg.chain_extension_threshold == 0.6
-    assert cfg.use_bigram and cfg.prefill_harvest and cfg.use_confidence
+    assert set(GooseConfig.field_names()) == set(TABLE_5) | set(HARNESS_FIELDS)  # each field classified
+    for field, value in {**TABLE_5, **HARNESS_FIELDS}.items():
+        assert getattr(cfg, field) == value, field
+
+
+def test_goose_yaml_states_table_5():
+    drafter = method_config("goose").drafter
+    for field, value in TABLE_5.items():
+        got = drafter[field]
+        assert (tuple(got) if isinstance(value, tuple) else got) == value, field
+    assert GooseDrafter().config() == instantiate(drafter, _convert_="all").config()
+
+
+@pytest.mark.parametrize(
+    "ema, base", [(0.0, 0.15), (0.19, 0.15), (0.2, 0.30), (0.39, 0.30), (0.4, 0.50), (1, 0.5)]
+)
+def test_default_spine_ratio_tiers_switch_at_table_5_thresholds(ema, base):
+    """The base spine ratio the default config gives at EMA a (SPEC: a<0.2: 0.15, a<0.4: 0.30, else 0.50)."""
+    cfg = GooseConfig()
+    assert base_spine_ratio(ema, cfg.spine_ratio_tiers, cfg.spine_ratio_thresholds) == base
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from goose.records.metrics import cell_summary
-from goose.records.results import append_row, cell_key, config_hash, read_rows
+from goose.records.results import CELL_FIELDS, append_row, cell_key, config_hash, read_rows
 
 
 def test_append_and_read_back(tmp_path):
@@ -39,6 +39,36 @@ def test_cell_key_and_config_hash():
     )
     assert cell_key(row) == cell_key({**row, "tau": 3.0})
     assert cell_key(row) != cell_key({**row, "prompt_id": "2"})
+
+
+# A value and a different one for every field that identifies a cell (a run's model, bench, method and its
+# config, prompt, generation length, dtype, prompt form, sampling warp and sample seed).
+KEY_FIELD_VALUES = {
+    "model": ("smollm2-135m", "gemma3-270m"),
+    "bench": ("humaneval", "gsm8k"),
+    "method": ("goose", "pld"),
+    "config_hash": ("0123456789ab", "ba9876543210"),
+    "prompt_id": ("HumanEval/0", "HumanEval/1"),
+    "max_new_tokens": (128, 256),
+    "dtype": ("float32", "bfloat16"),
+    "chat_template": (False, True),
+    "temperature": (0.0, 0.7),
+    "top_p": (1.0, 0.9),
+    "top_k": (0, 50),
+    "sample_seed": (None, 7),
+}
+
+
+def test_the_cell_key_holds_every_field_that_identifies_a_cell():
+    assert set(CELL_FIELDS) == set(KEY_FIELD_VALUES)
+
+
+@pytest.mark.parametrize("field", sorted(set(CELL_FIELDS) | set(KEY_FIELD_VALUES)))
+def test_two_rows_differing_only_in_one_key_field_are_two_cells(field):
+    base = {f: values[0] for f, values in KEY_FIELD_VALUES.items()}
+    other = {**base, field: KEY_FIELD_VALUES[field][1]}
+    assert cell_key(base) != cell_key(other)
+    assert cell_key(base) == cell_key({**base, "tau": 2.5, "output_ids": [1, 2]})  # the rest is not key
 
 
 def row(pid, gen, calls, wall, off=(0, 0), acc=(0, 0), lossless=True, status="ok"):

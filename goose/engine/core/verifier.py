@@ -29,8 +29,10 @@ from goose.engine.core.sampling import (
     warp_scores,
 )
 from goose.engine.core.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
+from goose.engine.core.window import slides
 from goose.engine.forward.compiled_forward import compile_lean
-from goose.engine.forward.lean_forward import LeanDecoder, has_forward_hooks, lean_decoder, lean_unsupported
+from goose.engine.forward.lean import lean_decoder, lean_unsupported
+from goose.engine.forward.lean_forward import LeanDecoder, has_forward_hooks
 from goose.engine.forward.static_step import StaticStep
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
@@ -158,20 +160,12 @@ class VerificationEngine:
             return name + ("+graphs" if self.static.capture else "+static")
         return name + "+compile" if self.compiled else name
 
-    def _reserve(self, rows: int) -> None:
-        """Room for `rows` cache rows and position ids 0..rows-1 on the device."""
+    def reserve(self, rows: int) -> None:
+        """Room for `rows` cache rows and position ids 0..rows-1 on the device (after a prefill)."""
         assert self.cache is not None
         self.cache.reserve(rows)
         if self._positions.shape[1] < self.cache.capacity:
             self._positions = torch.arange(self.cache.capacity, device=self.device)[None]
-
-    def _slides(self, kind: str, longest_distance: int) -> bool:
-        """True if layers of `kind` need a window mask for query-key distances up to this."""
-        return (
-            kind == "sliding_attention"
-            and bool(self.sliding_window)
-            and longest_distance >= self.sliding_window
-        )
 
     def _tree_mask(
         self, anc: torch.Tensor, positions: torch.Tensor, max_depth: int
@@ -186,7 +180,7 @@ class VerificationEngine:
             return mask
         masks: dict[str, torch.Tensor] = {}
         for kind in self.layer_types:
-            if self._slides(kind, p + max_depth):
+            if slides(kind, self.sliding_window, p + max_depth):
                 key_pos = torch.cat([self._positions[0, :p], positions])
                 far = (positions[:, None] - key_pos[None, :]) >= self.sliding_window
                 masks[kind] = mask.masked_fill(far[None, None], self._neg)
@@ -201,7 +195,7 @@ class VerificationEngine:
         p = self.prefix_len
         masks: dict[str, torch.Tensor | None] = {}
         for kind in self.layer_types:
-            if self._slides(kind, p):
+            if slides(kind, self.sliding_window, p):
                 row = torch.zeros((1, 1, 1, p + 1), dtype=self.dtype, device=self.device)
                 row[..., : p - self.sliding_window + 1] = self._neg
                 masks[kind] = row
@@ -219,7 +213,7 @@ class VerificationEngine:
         for kind in self.layer_types:
             vis = (
                 causal & ((pos[:, None] - pos[None, :]) < self.sliding_window)
-                if self._slides(kind, n - 1)
+                if slides(kind, self.sliding_window, n - 1)
                 else causal
             )
             masks[kind] = torch.zeros((n, n), dtype=self.dtype, device=self.device).masked_fill_(
@@ -294,7 +288,7 @@ class VerificationEngine:
         self.steps = 0
         self.first_token = None
         self.sampling = sampling or GREEDY
-        self._reserve(rows)
+        self.reserve(rows)
         ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
         logits = self._forward(
             ids, self._positions[:, :n], self._prefill_mask(n), last_only=not all_logits, eager=True
@@ -329,7 +323,7 @@ class VerificationEngine:
             raise ContextLengthError(
                 f"draft tree reaches position {p + max_depth}; the context window is {self.context_length}"
             )
-        self._reserve(p + n)
+        self.reserve(p + n)
         self.steps += 1
         if not self.sampling.greedy:
             return self._verify_sampled(tree, budget, t0)
@@ -393,7 +387,7 @@ class VerificationEngine:
         if self.cache is None:
             raise RuntimeError("replayable_forward() before prefill()")
         p = self.prefix_len
-        self._reserve(p + len(tree))
+        self.reserve(p + len(tree))
         ids, positions, mask, _ = self._step_inputs(tree, max(tree.depths))
 
         def forward() -> torch.Tensor:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -81,22 +82,6 @@ def attend(
     return o.transpose(1, 2).reshape(1, n, h * d)
 
 
-def lean_decoder(model: torch.nn.Module, prepack: bool | None = None) -> LeanDecoder:
-    """The lean forward of `model`: `LeanDecoder` (Llama family, Qwen3) or `LeanGemma3Decoder`."""
-    from goose.engine.forward.lean_gemma3 import LeanGemma3Decoder
-
-    cls = LeanGemma3Decoder if LeanGemma3Decoder.unsupported(model) is None else LeanDecoder
-    return cls(model, prepack=prepack)
-
-
-def lean_unsupported(model: torch.nn.Module) -> str | None:
-    """Why no lean forward covers `model` (None if one does)."""
-    from goose.engine.forward.lean_gemma3 import LeanGemma3Decoder
-
-    reasons = [cls.unsupported(model) for cls in (LeanDecoder, LeanGemma3Decoder)]
-    return None if None in reasons else "; ".join(reasons)
-
-
 def has_forward_hooks(model: torch.nn.Module) -> bool:
     """True if hooks on the model expect its forward to run; the engine then uses the `transformers` forward
     so the hooks see every pass.
@@ -107,6 +92,26 @@ def has_forward_hooks(model: torch.nn.Module) -> bool:
         or nn_module._global_forward_hooks
         or nn_module._global_forward_pre_hooks
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LeanLayer:
+    """One decoder layer as `LeanDecoder.forward` reads it (Llama family, Qwen3)."""
+
+    w_in: torch.Tensor  # input RMSNorm weight
+    eps_in: float
+    qkv_proj: PackedLinear | PlainLinear  # fused q|k|v
+    heads: int  # query heads h
+    kv_heads: int  # key/value heads
+    head_dim: int  # d
+    qk_norm: tuple[torch.Tensor, float] | None  # Qwen3's per-head q|k norm (weight [h + kv, d], eps)
+    scale: float  # attention scale
+    o_proj: PackedLinear | PlainLinear
+    w_post: torch.Tensor  # post-attention RMSNorm weight
+    eps_post: float
+    gate_up_proj: PackedLinear | PlainLinear  # fused gate|up
+    down_proj: PackedLinear | PlainLinear
+    inter: int  # MLP intermediate size
 
 
 class LeanDecoder(torch.nn.Module):
@@ -164,7 +169,7 @@ class LeanDecoder(torch.nn.Module):
         self.norm_w = self._constant(body.norm.weight)
         self.norm_eps = body.norm.variance_epsilon
         self.layer_types = tuple(getattr(cfg, "layer_types", None) or ("full_attention",) * len(body.layers))
-        self.layers = []
+        self.layers: list[LeanLayer] = []
         for layer in body.layers:
             a, mlp = layer.self_attn, layer.mlp
             h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, a.head_dim
@@ -172,19 +177,21 @@ class LeanDecoder(torch.nn.Module):
             wgu, bgu = self._fuse(mlp, ("gate_proj", "up_proj"))
             q_norm, k_norm = getattr(a, "q_norm", None), getattr(a, "k_norm", None)
             self.layers.append(
-                (
-                    self._constant(layer.input_layernorm.weight),
-                    layer.input_layernorm.variance_epsilon,
-                    self._linear(wqkv, bqkv),
-                    (h, kv, d),
-                    None if q_norm is None else self._head_norm(q_norm, k_norm, h, kv),
-                    a.scaling,
-                    self._linear(a.o_proj.weight, a.o_proj.bias),
-                    self._constant(layer.post_attention_layernorm.weight),
-                    layer.post_attention_layernorm.variance_epsilon,
-                    self._linear(wgu, bgu),
-                    self._linear(mlp.down_proj.weight, mlp.down_proj.bias),
-                    mlp.gate_proj.out_features,
+                LeanLayer(
+                    w_in=self._constant(layer.input_layernorm.weight),
+                    eps_in=layer.input_layernorm.variance_epsilon,
+                    qkv_proj=self._linear(wqkv, bqkv),
+                    heads=h,
+                    kv_heads=kv,
+                    head_dim=d,
+                    qk_norm=None if q_norm is None else self._head_norm(q_norm, k_norm, h, kv),
+                    scale=a.scaling,
+                    o_proj=self._linear(a.o_proj.weight, a.o_proj.bias),
+                    w_post=self._constant(layer.post_attention_layernorm.weight),
+                    eps_post=layer.post_attention_layernorm.variance_epsilon,
+                    gate_up_proj=self._linear(wgu, bgu),
+                    down_proj=self._linear(mlp.down_proj.weight, mlp.down_proj.bias),
+                    inter=mlp.gate_proj.out_features,
                 )
             )
 
@@ -266,30 +273,18 @@ class LeanDecoder(torch.nn.Module):
         x = self.embed(input_ids)
         cos, sin = self.rotary(x, position_ids)
         cos, sin = cos[:, :, None], sin[:, :, None]  # [1, n, 1, d]: broadcast over heads
-        for i, (
-            w_in,
-            eps_in,
-            qkv_proj,
-            (h, kv, d),
-            qk_norm,
-            scale,
-            o_proj,
-            w_post,
-            eps_post,
-            gate_up_proj,
-            down_proj,
-            inter,
-        ) in enumerate(self.layers):
+        for i, layer in enumerate(self.layers):
             layer_mask = mask.get(self.layer_types[i]) if isinstance(mask, dict) else mask
-            y = _rms_norm(x, w_in, eps_in)
-            qkv = qkv_proj(y).view(1, n, h + 2 * kv, d)
+            h, kv, inter = layer.heads, layer.kv_heads, layer.inter
+            y = _rms_norm(x, layer.w_in, layer.eps_in)
+            qkv = layer.qkv_proj(y).view(1, n, h + 2 * kv, layer.head_dim)
             qk, v = qkv.split((h + kv, kv), dim=2)  # queries and keys get the same norm and RoPE
-            if qk_norm is not None:  # Qwen3: RMSNorm over each head (q_norm for q, k_norm for k)
-                qk = _rms_norm(qk, *qk_norm)
-            x = x + o_proj(attend(qk, v, cos, sin, cache, i, layer_mask, scale, kv))
-            y = _rms_norm(x, w_post, eps_post)
-            gate, up = gate_up_proj(y).split((inter, inter), dim=-1)
-            x = x + down_proj(F.silu(gate) * up)
+            if layer.qk_norm is not None:  # Qwen3: RMSNorm over each head (q_norm for q, k_norm for k)
+                qk = _rms_norm(qk, *layer.qk_norm)
+            x = x + layer.o_proj(attend(qk, v, cos, sin, cache, i, layer_mask, layer.scale, kv))
+            y = _rms_norm(x, layer.w_post, layer.eps_post)
+            gate, up = layer.gate_up_proj(y).split((inter, inter), dim=-1)
+            x = x + layer.down_proj(F.silu(gate) * up)
         if last_only:
             x = x[:, -1:]
         return self.lm_head(_rms_norm(x, self.norm_w, self.norm_eps))[0]

@@ -7,6 +7,7 @@ apply it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -16,6 +17,7 @@ from goose.engine.forward.lean_forward import LeanDecoder, attend
 
 if TYPE_CHECKING:
     from goose.engine.core.kv_cache import TreeKVCache
+    from goose.engine.forward.packed_linear import PackedLinear, PlainLinear
 
 
 def _gemma_rms_norm(x: torch.Tensor, one_plus_w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -28,6 +30,26 @@ def _gemma_rms_norm(x: torch.Tensor, one_plus_w: torch.Tensor, eps: float) -> to
 def _norm_params(norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
     """(1 + w) in fp32 (what Gemma3RMSNorm computes on every call) and eps."""
     return 1.0 + norm.weight.float(), norm.eps
+
+
+@dataclass(frozen=True, slots=True)
+class Gemma3Layer:
+    """One Gemma 3 decoder layer as `LeanGemma3Decoder.forward` reads it; norms are ((1 + w) fp32, eps)."""
+
+    norm_in: tuple[torch.Tensor, float]
+    qkv_proj: PackedLinear | PlainLinear  # fused q|k|v
+    heads: int  # query heads h
+    kv_heads: int  # key/value heads
+    head_dim: int  # d
+    qk_norm: tuple[torch.Tensor, float]  # per-head q|k norm, weight [h + kv, d]
+    scale: float  # attention scale (query_pre_attn_scalar)
+    o_proj: PackedLinear | PlainLinear
+    norm_post_attn: tuple[torch.Tensor, float]
+    norm_pre_mlp: tuple[torch.Tensor, float]
+    gate_up_proj: PackedLinear | PlainLinear  # fused gate|up
+    down_proj: PackedLinear | PlainLinear
+    norm_post_mlp: tuple[torch.Tensor, float]
+    inter: int  # MLP intermediate size
 
 
 class LeanGemma3Decoder(LeanDecoder):
@@ -62,7 +84,7 @@ class LeanGemma3Decoder(LeanDecoder):
         self.final_norm = self._norm(body.norm)
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
         self.layer_types = tuple(cfg.layer_types)
-        self.layers = []
+        self.layers: list[Gemma3Layer] = []
         for layer in body.layers:
             a, mlp = layer.self_attn, layer.mlp
             h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, a.head_dim
@@ -73,19 +95,21 @@ class LeanGemma3Decoder(LeanDecoder):
             )
             qk_w = self._constant(qk_w)
             self.layers.append(
-                (
-                    self._norm(layer.input_layernorm),
-                    self._linear(wqkv, bqkv),
-                    (h, kv, d),
-                    (qk_w, a.q_norm.eps),
-                    a.scaling,
-                    self._linear(a.o_proj.weight, a.o_proj.bias),
-                    self._norm(layer.post_attention_layernorm),
-                    self._norm(layer.pre_feedforward_layernorm),
-                    self._linear(wgu, bgu),
-                    self._linear(mlp.down_proj.weight, mlp.down_proj.bias),
-                    self._norm(layer.post_feedforward_layernorm),
-                    mlp.gate_proj.out_features,
+                Gemma3Layer(
+                    norm_in=self._norm(layer.input_layernorm),
+                    qkv_proj=self._linear(wqkv, bqkv),
+                    heads=h,
+                    kv_heads=kv,
+                    head_dim=d,
+                    qk_norm=(qk_w, a.q_norm.eps),
+                    scale=a.scaling,
+                    o_proj=self._linear(a.o_proj.weight, a.o_proj.bias),
+                    norm_post_attn=self._norm(layer.post_attention_layernorm),
+                    norm_pre_mlp=self._norm(layer.pre_feedforward_layernorm),
+                    gate_up_proj=self._linear(wgu, bgu),
+                    down_proj=self._linear(mlp.down_proj.weight, mlp.down_proj.bias),
+                    norm_post_mlp=self._norm(layer.post_feedforward_layernorm),
+                    inter=mlp.gate_proj.out_features,
                 )
             )
 
@@ -110,29 +134,18 @@ class LeanGemma3Decoder(LeanDecoder):
         for kind in set(self.layer_types):
             cos, sin = self.rotary(x, position_ids, kind)
             rope[kind] = (cos[:, :, None], sin[:, :, None])  # [1, n, 1, d]: broadcast over heads
-        for i, (
-            norm_in,
-            qkv_proj,
-            (h, kv, d),
-            qk_norm,
-            scale,
-            o_proj,
-            norm_post_attn,
-            norm_pre_mlp,
-            gate_up_proj,
-            down_proj,
-            norm_post_mlp,
-            inter,
-        ) in enumerate(self.layers):
+        for i, layer in enumerate(self.layers):
             kind = self.layer_types[i]
             layer_mask = mask.get(kind) if isinstance(mask, dict) else mask
-            qkv = qkv_proj(_gemma_rms_norm(x, *norm_in)).view(1, n, h + 2 * kv, d)
+            h, kv, inter = layer.heads, layer.kv_heads, layer.inter
+            qkv = layer.qkv_proj(_gemma_rms_norm(x, *layer.norm_in)).view(1, n, h + 2 * kv, layer.head_dim)
             qk, v = qkv.split((h + kv, kv), dim=2)
-            qk = _gemma_rms_norm(qk, *qk_norm)
-            o = attend(qk, v, *rope[kind], cache, i, layer_mask, scale, kv)
-            x = x + _gemma_rms_norm(o_proj(o), *norm_post_attn)
-            gate, up = gate_up_proj(_gemma_rms_norm(x, *norm_pre_mlp)).split((inter, inter), dim=-1)
-            x = x + _gemma_rms_norm(down_proj(F.gelu(gate, approximate="tanh") * up), *norm_post_mlp)
+            qk = _gemma_rms_norm(qk, *layer.qk_norm)
+            o = attend(qk, v, *rope[kind], cache, i, layer_mask, layer.scale, kv)
+            x = x + _gemma_rms_norm(layer.o_proj(o), *layer.norm_post_attn)
+            gate, up = layer.gate_up_proj(_gemma_rms_norm(x, *layer.norm_pre_mlp)).split((inter, inter), -1)
+            y = layer.down_proj(F.gelu(gate, approximate="tanh") * up)
+            x = x + _gemma_rms_norm(y, *layer.norm_post_mlp)
         if last_only:
             x = x[:, -1:]
         logits = self.lm_head(_gemma_rms_norm(x, *self.final_norm))[0]

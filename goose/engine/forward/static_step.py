@@ -14,13 +14,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from goose.engine.core.window import slides
+
 if TYPE_CHECKING:
+    from goose.engine.core.kv_cache import TreeKVCache
     from goose.engine.core.tree import TreeInputs
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.lean_forward import LeanDecoder
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # padded tree sizes b, one graph per (b, span)
 SPAN = 512  # attention spans are multiples of this many cache rows
@@ -28,7 +31,22 @@ WARM_UP = 3  # eager calls on a side stream before a capture (torch's CUDA graph
 MIN_ROWS = 4096  # cache rows reserved at least while graphs are on (fewer reallocations)
 
 
-def static_steps_unsupported(engine: VerificationEngine) -> str | None:
+class StepEngine(Protocol):
+    """What static steps use of their engine (`VerificationEngine` is one); a protocol, so that this backend
+    does not import the verifier that owns it."""
+
+    device: torch.device
+    dtype: torch.dtype
+    lean: LeanDecoder | None
+    cache: TreeKVCache | None
+    prefix_len: int
+    layer_types: tuple[str, ...]
+    sliding_window: int | None
+
+    def reserve(self, rows: int) -> None: ...
+
+
+def static_steps_unsupported(engine: StepEngine) -> str | None:
     """Why `engine` cannot run static steps (None if it can): they need the lean forward, and its
     cache in one buffer for every layer (one device, one shape)."""
     if engine.lean is None:
@@ -70,9 +88,7 @@ class _Slot:
 class StaticStep:
     """The verification forward on padded, fixed shapes, replayed from CUDA graphs when `capture` is True."""
 
-    def __init__(
-        self, engine: VerificationEngine, capture: bool | None = None, min_rows: int = MIN_ROWS
-    ) -> None:
+    def __init__(self, engine: StepEngine, capture: bool | None = None, min_rows: int = MIN_ROWS) -> None:
         """capture: None = on CUDA; min_rows: cache rows reserved at least (0: what a sequence needs)."""
         reason = static_steps_unsupported(engine)
         if reason:
@@ -151,7 +167,7 @@ class StaticStep:
         full[pad, p + pad] = 0
         key_pos = None
         for kind, mask in slot.masks.items():
-            if kind and engine._slides(kind, int(p + b)):
+            if kind and slides(kind, engine.sliding_window, int(p + b)):
                 if key_pos is None:
                     key_pos = torch.arange(span, device=engine.device)
                     key_pos[p : p + b] = slot.positions[0]
@@ -190,7 +206,7 @@ class StaticStep:
         b = self.bucket(n)
         if b is None:
             raise ValueError(f"a tree of {n} nodes is larger than the largest bucket ({self.largest})")
-        engine._reserve(p + b)
+        engine.reserve(p + b)
         self._bind()
         span = min(-(-(p + b) // SPAN) * SPAN, engine.cache.capacity)
         slot = self._slot(b, span)
