@@ -394,7 +394,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out",
         default=None,
         help="where the rows go (<out>/repeat<k>/<model>/<bench>.jsonl); default "
-        "results/bench/<model>_<dtype>",
+        "results/bench/<model>[_<dtype>]",
     )
     ap.add_argument("--fresh", action="store_true", help="delete <out> first instead of resuming it")
     ap.add_argument(
@@ -413,7 +413,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.contenders = contender_names(args.methods, args.hf, args.sampling.greedy)
     except ValueError as exc:
         ap.error(str(exc))
-    args.out = Path(args.out or ROOT / "results" / "bench" / f"{args.model}_{args.dtype or 'default'}")
+    args.out = Path(args.out or ROOT / "results" / "bench" / "_".join(filter(None, [args.model, args.dtype])))
     return args
 
 
