@@ -6,9 +6,13 @@ TORCH_SPEC ?= torch==2.13.0
 # The shipped reference rows; `make figures RESULTS=results/runs FIGURES=figures/runs` for your own.
 RESULTS ?= results/reference
 FIGURES ?= figures
+# The raw records beside the rows (bench/, forward_speed/, cost_curve/); empty: the parent of RESULTS.
+RECORDS ?=
 
-# make bench: the issue's protocol (5 offline benchmarks x 20 prompts, 128 tokens, 3 repeats);
+# make bench: the issue's protocol (5 offline benchmarks x 20 prompts, 128 tokens, 3 repeats), rows
+# into $(BENCH_RESULTS)/<run>/repeat<k>/<model>/<bench>.jsonl (resumable: the same command goes on);
 # shrink it with e.g. `make bench BENCH_ARGS="--limit 5 --repeats 3"`.
+BENCH_RESULTS ?= results/bench
 THREADS ?= 2
 BENCH_DTYPE ?= bfloat16
 BENCH_ARGS ?= --limit 20 --repeats 3
@@ -42,11 +46,11 @@ lint:
 	$(PYTHON) -m ruff format --check .
 
 figures:  ## every figure and table of the paper from what is in $(RESULTS)
-	$(PYTHON) -m analysis.make_figures --results $(RESULTS) --out $(FIGURES)
+	$(PYTHON) -m analysis.make_figures --results $(RESULTS) --out $(FIGURES) $(if $(RECORDS),--records $(RECORDS))
 
-bench:  ## wall-clock, side by side in one process: engine AR / the tree methods (budget=auto) / transformers generate
+bench:  ## wall-clock, side by side in one process, through the runner: engine AR / the methods (budget=auto) / transformers generate
 	$(PYTHON) -m experiments.bench --threads $(THREADS) --dtype $(BENCH_DTYPE) --methods $(BENCH_METHODS) $(BENCH_ARGS) \
-		--out $(FIGURES)/bench_$(BENCH_DTYPE).json
+		--out $(BENCH_RESULTS)/$(BENCH_DTYPE)
 
 SAMPLING_TEMPERATURES ?= 0.7 1.0
 SAMPLING_METHODS ?= pld,tr,eagle2,goose,stand,goose:auto,stand:auto
@@ -55,7 +59,7 @@ bench-sampling:  ## the same side-by-side protocol at temperature > 0 (every con
 	for t in $(SAMPLING_TEMPERATURES); do \
 		$(PYTHON) -m experiments.bench --threads $(THREADS) --dtype $(BENCH_DTYPE) $(BENCH_ARGS) \
 			--benches humaneval,gsm8k,mtbench --methods $(SAMPLING_METHODS) --temperature $$t \
-			--out $(FIGURES)/bench_sampling_T$${t}_$(BENCH_DTYPE).json || exit 1; \
+			--out $(BENCH_RESULTS)/sampling_T$${t}_$(BENCH_DTYPE) || exit 1; \
 	done
 
 reference:  ## re-run (resume) the CPU presets into $(RESULTS)
@@ -64,7 +68,7 @@ reference:  ## re-run (resume) the CPU presets into $(RESULTS)
 	done
 
 # make gpu-check: the engine on CUDA and the paper's shapes timed at 7B (results/gpu/); without CUDA
-# the same stages at toy sizes on the CPU (figures/gpu-check-cpu/). E.g. GPU_CHECK_ARGS="--stages timing".
+# the same stages at toy sizes on the CPU (outputs/gpu-check-cpu/, not kept). E.g. GPU_CHECK_ARGS="--stages timing".
 GPU_CHECK_ARGS ?=
 
 gpu-check:  ## CUDA correctness (3 dtypes), SmolLM2 lossless on the device, 7B-shape cost curves, projected speed-ups
@@ -73,5 +77,5 @@ gpu-check:  ## CUDA correctness (3 dtypes), SmolLM2 lossless on the device, 7B-s
 gpu-carry:  ## .gpu/part1, part2, ...: wheels, prompts, tokenizer and SmolLM2 for an offline GPU host (experiments/gpu_host.sh)
 	$(PYTHON) -m experiments.gpu_carry prepare --data-dir $(DATA_DIR)
 
-cost-curve:  ## verification latency against tree size on this machine (figure + CSV + JSON)
-	$(PYTHON) -m experiments.cost_curve --threads $(THREADS) --dtypes float32,bfloat16 --out-dir $(FIGURES)
+cost-curve:  ## verification latency against tree size on this machine (results/cost_curve/: JSON + CSV; the figure)
+	$(PYTHON) -m experiments.cost_curve --threads $(THREADS) --dtypes float32,bfloat16 --out-dir results/cost_curve --figures $(FIGURES)

@@ -337,6 +337,13 @@ class Results:
     source: str = ""
     chat_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # prompts in the chat template
     sampled_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # temperature > 0 (raw prompts)
+    # The results root beside the rows (results/): the raw records of the measurement scripts live
+    # under it (bench/, forward_speed/, cost_curve/); by default the parent of `source`.
+    records: Path | None = None
+
+    def records_dir(self) -> Path:
+        """Where the raw measurement records are: `records`, else the parent of `source`."""
+        return Path(self.records) if self.records is not None else Path(self.source or ".").parent
 
     def reference(self, methods: Iterable[str] | None = None) -> pd.DataFrame:
         """Rows of the methods' reference configs (the main-grid cells), optionally only `methods`."""
@@ -364,7 +371,7 @@ class Results:
         )
 
 
-def load(results: str | Path) -> Results:
+def load(results: str | Path, records: str | Path | None = None) -> Results:
     """The usable rows, the failed ones and the source directory, for the scripts.
 
     `rows` holds the paper's setting, greedy decoding of raw prompts (chat_template false,
@@ -373,7 +380,7 @@ def load(results: str | Path) -> Results:
     decoding modes (analysis/chat_template.py and analysis/sampling.py compare them)."""
     rows, failed = _read(results)
     if rows.empty:
-        return Results(rows=rows, failed=failed, source=str(results))
+        return Results(rows=rows, failed=failed, source=str(results), records=records)
     chat = rows["chat_template"].astype(bool)
     sampled = rows["temperature"].astype(float) > 0.0
     return Results(
@@ -382,4 +389,5 @@ def load(results: str | Path) -> Results:
         source=str(results),
         chat_rows=rows[chat].reset_index(drop=True),
         sampled_rows=rows[sampled & ~chat].reset_index(drop=True),
+        records=records,
     )

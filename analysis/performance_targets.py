@@ -5,7 +5,7 @@ meets it.
 
 Targets (SmolLM2-135M on a CPU with 2 threads unless the row says otherwise):
 
-    one-token step <= 1.5x its floor   `forward_speed*.json` (experiments/forward_speed.py), each
+    one-token step <= 1.5x its floor   `results/forward_speed/*.json` (experiments/forward_speed.py), each
                                        forward variant and dtype: t(1) over the bandwidth floor of
                                        the same run (goose.engine.budget.hardware_limit); and every bench
                                        record's engine AR in decoding: its mean verification
@@ -15,7 +15,7 @@ Targets (SmolLM2-135M on a CPU with 2 threads unless the row says otherwise):
     t(64) vs its floor                 no target; reported beside its own floor (the larger of the
                                        weight bytes over the bandwidth and the FLOPs over the
                                        measured matmul throughput)
-    Goose auto >= 2.0x engine AR       `bench_<dtype>.json` (make bench), on every benchmark: the
+    Goose auto >= 2.0x engine AR       the `make bench` runs under results/bench/, on every benchmark: the
                                        row shows the lowest benchmark and all prompts
     Goose auto >= 1.5x hf prompt lookup   the bf16 bench records, on every benchmark
     engine AR >= 2.0x hf greedy        every bench record, all prompts
@@ -70,7 +70,7 @@ def forward_speed_rows(path: Path, record: dict) -> list[list[str]]:
         floor = {int(n): s for n, s in result["floor_s"].items()}
         for variant, times in result["variants"].items():
             rounds = {int(n): v for n, v in times.items()}
-            source = f"`{path.name}` {dtype} `{variant}`"
+            source = f"`forward_speed/{path.name}` {dtype} `{variant}`"
             if 1 in rounds and 1 in floor:
                 over = spread([t / floor[1] for t in rounds[1]])
                 ms = 1e3 * statistics.median(rounds[1])
@@ -127,15 +127,13 @@ def every_benchmark(
     return measured, verdict(min(s[0] for s in medians.values()), target)
 
 
-def bench_rows(path: Path, record: dict) -> list[list[str]]:
-    """Wall-clock target rows of one `make bench` record."""
+def bench_rows(name: str, record: dict) -> list[list[str]]:
+    """Wall-clock target rows of one `make bench` run."""
     overall, per_bench = per_repeat_tokens_per_s(record)
     dtype = record.get("dtype") or record["args"].get("dtype")
     model = str(record["args"].get("model", ""))
     repeats = len(next(iter(overall.values()), []))
-    source = (
-        f"`{path.name}` ({model} {dtype}, {record['args'].get('limit')} prompts/benchmark, {repeats} repeats)"
-    )
+    source = f"`{record.get('source', name)}` ({model} {dtype}, {record['args'].get('limit')} prompts/benchmark, {repeats} repeats)"
     where = machine(record)
     rows = []
 
@@ -194,14 +192,14 @@ def _overall(overall: dict[str, list[float]], name: str, baseline: str, target: 
 
 
 def build(res: Results, out: Path) -> Output:
-    del res  # the records are JSON files next to the figures, not result rows
+    records = res.records_dir()
     rows = []
-    for path in sorted(out.glob("forward_speed*.json")):
+    for path in sorted((records / "forward_speed").glob("forward_speed*.json")):
         rows += forward_speed_rows(path, json.loads(path.read_text()))
-    for path, record in bench_records(out):
-        rows += bench_rows(path, record)
+    for name, record in bench_records(records):
+        rows += bench_rows(name, record)
     if not rows:
-        raise Skip(f"no forward_speed*.json or greedy bench_<dtype>.json record in {out}")
+        raise Skip(f"no forward_speed/*.json record or greedy bench run in {records}")
     order = [
         "one-token",
         "t(16)",

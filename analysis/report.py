@@ -95,8 +95,8 @@ def save_figure(fig: plt.Figure, out: Path, name: str) -> list[Path]:
     """`fig` as out/name.pdf and out/name.png; closes it."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.pdf", out / f"{name}.png"]
-    for p in paths:
-        fig.savefig(p, bbox_inches="tight")
+    for p in paths:  # no creation date in the PDF: the same rows give the same bytes
+        fig.savefig(p, bbox_inches="tight", metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
     plt.close(fig)
     return paths
 
@@ -192,9 +192,12 @@ def cli(build: Callable[[Results, Path], Output], description: str) -> None:
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--results", default="results/reference", help="directory of result JSONL files")
     ap.add_argument("--out", default="figures", help="where figures and tables are written")
+    ap.add_argument(
+        "--records", default=None, help="raw measurement records (default: the parent of --results)"
+    )
     args = ap.parse_args()
     try:
-        output = build(load(args.results), Path(args.out))
+        output = build(load(args.results, args.records), Path(args.out))
     except Skip as exc:
         print(f"skipped: {exc}")
         return

@@ -1,9 +1,11 @@
 """Wall-clock speed-ups per benchmark from `make bench` (experiments/bench.py): each contender's
 tokens/s over engine AR's and over transformers' prompt-lookup `generate` (hf:pld), per benchmark
-and over all prompts, median [min, max] over the interleaved repeats, one table per bench record.
+and over all prompts, median [min, max] over the interleaved repeats, one table per bench run.
 
-Reads the greedy bench records `<out>/bench_<dtype>.json` that `make bench` writes next to the
-figures (sampling records, `bench_sampling_*`, are left to their own protocol). The ratio of a
+Reads the greedy bench runs under results/bench/: the rows `make bench` writes into
+results/bench/<run>/repeat<k>/<model>/<bench>.jsonl (one table set per <run>), and the records of
+runs made before the bench wrote rows, results/bench/legacy/bench_<run>.json (a row run of the same
+name supersedes its legacy record). Sampled runs are left to their own protocol. The ratio of a
 repeat is taken within that repeat (both contenders ran interleaved on the same prompts), then
 summarised over repeats: each repeat's tokens/s per benchmark are summed from the record's
 per-prompt tokens and seconds, over the prompts every contender completed in every repeat (as the
@@ -16,10 +18,13 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-from analysis.load import Results, bench_name
+from analysis.load import BENCH_ORDER, Results, bench_name
 from analysis.report import Output, Skip, cli, write_table
+from goose.records.results import read_rows
 
 DESCRIPTION = __doc__.splitlines()[0]
 BASELINES = ("engine:ar", "hf:pld")
@@ -85,74 +90,193 @@ def per_repeat_tokens_per_s(
     return overall, per_bench
 
 
-def bench_records(out: Path) -> list[tuple[Path, dict]]:
-    """The greedy `make bench` records in `out`, by file name."""
-    records = []
-    for path in sorted(out.glob("bench_*.json")):
-        if path.name.startswith("bench_sampling"):
+def contender_name(method: str) -> str:
+    """A bench row's contender: goose_auto -> engine:goose:auto, hf_pld -> hf:pld, ar -> engine:ar."""
+    if method.startswith("hf_"):
+        return f"hf:{method.removeprefix('hf_')}"
+    return f"engine:{method.removesuffix('_auto')}" + (":auto" if method.endswith("_auto") else "")
+
+
+def _first_diff(a: list[int], b: list[int]) -> int | None:
+    if a == b:
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def record_from_rows(
+    rows: Iterable[dict[str, Any]], name: str, floor: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The rows of one `make bench` run as the fields the tables read: `args` (the bench's
+    protocol), the contenders in their order, per prompt and repeat each contender's tokens and
+    seconds (None where its row failed), the outputs' identity to engine AR in the first repeat
+    (with the rows' near-tie verdicts), the environments that ran each repeat."""
+    rows = [r for r in rows if r.get("repeat") is not None]
+    if not rows:
+        raise ValueError(f"bench run {name}: no rows with a repeat")
+    protocol = dict(rows[0].get("bench_protocol") or {})
+    names = list(protocol.get("contenders") or dict.fromkeys(contender_name(r["method"]) for r in rows))
+    repeats = sorted({int(r["repeat"]) for r in rows})
+    prompts: dict[tuple[str, str], dict[int, dict[str, dict]]] = {}
+    for r in rows:
+        slot = prompts.setdefault((r["bench"], str(r["prompt_id"])), {}).setdefault(int(r["repeat"]), {})
+        slot.setdefault(contender_name(r["method"]), r)  # the first row of a key wins, as on resume
+
+    def run(r: dict | None) -> dict | None:
+        if r is None or r.get("status", "ok") != "ok":
+            return None
+        return {"tokens": r["generated_tokens"], "seconds": r["wall_time_s"]}
+
+    order = [b for b in str(protocol.get("benches") or "").split(",") if b] + BENCH_ORDER
+    prompts = dict(
+        sorted(prompts.items(), key=lambda kv: order.index(kv[0][0]) if kv[0][0] in order else len(order))
+    )
+    per_prompt = [
+        {
+            "bench": b,
+            "prompt_id": pid,
+            "runs": [{n: run(got.get(rep, {}).get(n)) for n in names} for rep in repeats],
+        }
+        for (b, pid), got in prompts.items()
+    ]
+    identical: dict[str, Any] = {}
+    done = [
+        got[repeats[0]] for got in prompts.values() if all(run(got.get(repeats[0], {}).get(n)) for n in names)
+    ]
+    for n in names:
+        if n == "engine:ar" or "engine:ar" not in names:
             continue
+        mismatches = []
+        for got in done:
+            d = _first_diff(got[n]["output_ids"], got["engine:ar"]["output_ids"])
+            if d is not None:
+                row = got[n]
+                mismatches.append(
+                    {"bench": row["bench"], "prompt_id": str(row["prompt_id"]), "first_diff": d}
+                    | {k: row.get(k) for k in ("near_tie", "diff_margin")}
+                )
+        entry = {"identical": len(done) - len(mismatches), "prompts": len(done), "mismatches": mismatches}
+        if all(m["near_tie"] is not None for m in mismatches):
+            entry["near_tie"] = sum(1 for m in mismatches if m["near_tie"])
+            entry["real"] = len(mismatches) - entry["near_tie"]
+        identical[n] = entry
+    environments = {}
+    for r in sorted(rows, key=lambda r: r.get("timestamp", 0)):
+        environments.setdefault((int(r["repeat"]), r.get("session_id")), r)
+    return {
+        "args": protocol | {"repeats": len(repeats)},
+        "dtype": rows[0].get("dtype"),
+        "forward": rows[0].get("forward"),
+        "environment": {k: rows[0].get(k) for k in ("hardware", "versions", "git_commit", "session_id")},
+        "repeat_environments": [
+            [
+                {"environment": {"hardware": r.get("hardware", {})}}
+                for (k, _), r in environments.items()
+                if k == rep
+            ]
+            for rep in repeats
+        ],
+        "summary": {
+            "tokens_per_s": dict.fromkeys(names),
+            "identical_to_engine_ar": identical,
+            **({"hardware_floor": floor} if floor else {}),
+        },
+        "per_prompt": per_prompt,
+    }
+
+
+def bench_records(records: Path) -> list[tuple[str, dict]]:
+    """(name, record) of every greedy `make bench` run under `records`/bench: the row runs
+    (<run>/repeat<k>/...) and the legacy JSON records (legacy/bench_<run>.json), by name; a row run
+    supersedes the legacy record of its name."""
+    folder = records / "bench"
+    found: dict[str, dict] = {}
+    for path in sorted((folder / "legacy").glob("bench_*.json")):
         data = json.loads(path.read_text())
-        if "summary" in data and float(data.get("args", {}).get("temperature") or 0) == 0:
-            records.append((path, data))
-    return records
+        if "summary" in data:
+            found[path.stem.removeprefix("bench_")] = data | {"source": f"bench/legacy/{path.name}"}
+    for run_dir in sorted(p for p in folder.glob("*") if p.is_dir() and p.name != "legacy"):
+        rows = read_rows(run_dir)
+        if rows:
+            floor_file = run_dir / "hardware_floor.json"
+            floor = json.loads(floor_file.read_text()) if floor_file.is_file() else None
+            found[run_dir.name] = record_from_rows(rows, run_dir.name, floor) | {
+                "source": f"bench/{run_dir.name}"
+            }
+    return [
+        (name, data)
+        for name, data in sorted(found.items())
+        if float(data.get("args", {}).get("temperature") or 0) == 0
+    ]
 
 
-def build(res: Results, out: Path) -> Output:
-    del res  # the records are bench JSONs, not result rows
-    records = bench_records(out)
-    if not records:
-        raise Skip(f"no greedy `make bench` record (bench_<dtype>.json) in {out}")
-    output = Output()
-    for path, data in records:
-        args = data["args"]
-        overall, per_bench = per_repeat_tokens_per_s(data)
-        benches = list(per_bench)
-        cpu = machine(data)
-        forward = f", forward {data['forward']}" if data.get("forward") else ""
-        protocol = (
-            f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, first {args.get('limit')} prompts of each "
-            f"benchmark, {args.get('max_new_tokens')} new tokens, raw prompts; {cpu} with "
-            f"{args.get('threads')} threads{forward} (`{path.name}`)"
-        )
-        for baseline in BASELINES:
-            if baseline not in overall:
-                output.notes.append(f"{path.name}: no {baseline} contender, no table over it")
+def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """(file stem, header, rows, caption) of each table of one bench run."""
+    args = data["args"]
+    overall, per_bench = per_repeat_tokens_per_s(data)
+    benches = list(per_bench)
+    forward = f", forward {data['forward']}" if data.get("forward") else ""
+    protocol = (
+        f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, first {args.get('limit')} prompts of each "
+        f"benchmark, {args.get('max_new_tokens')} new tokens, raw prompts; {machine(data)} with "
+        f"{args.get('threads')} threads{forward} (`{data.get('source', name)}`)"
+    )
+    out = []
+    for baseline in BASELINES:
+        if baseline not in overall:
+            continue
+        rows = []
+        for contender in overall:
+            if contender == baseline:
                 continue
-            rows = []
-            for name in overall:
-                if name == baseline:
-                    continue
-                row = [name]
-                for b in benches:
-                    row.append(spread(ratios(per_bench[b], name, baseline)))
-                row.append(spread(ratios(overall, name, baseline)))
-                rows.append(row)
-            caption = (
-                f"Tokens/s over {baseline}, median [min, max] over {args.get('repeats')} interleaved repeats: "
-                + protocol
-            )
-            stem = f"wall_clock_{path.stem.removeprefix('bench_')}_vs_{baseline.replace(':', '_')}"
-            output.files += write_table(
-                out,
-                stem,
-                ["contender", *[bench_name(b) for b in benches], "all prompts"],
-                rows,
-                caption,
-            )
-        identical = identity_rows(data)
-        if identical:
-            output.files += write_table(
-                out,
-                f"wall_clock_{path.stem.removeprefix('bench_')}_identical_to_engine_ar",
+            row = [contender]
+            for b in benches:
+                row.append(spread(ratios(per_bench[b], contender, baseline)))
+            row.append(spread(ratios(overall, contender, baseline)))
+            rows.append(row)
+        caption = (
+            f"Tokens/s over {baseline}, median [min, max] over {args.get('repeats')} interleaved repeats: "
+            + protocol
+        )
+        header = ["contender", *[bench_name(b) for b in benches], "all prompts"]
+        out.append((f"wall_clock_{name}_vs_{baseline.replace(':', '_')}", header, rows, caption))
+    identical = identity_rows(data)
+    if identical:
+        out.append(
+            (
+                f"wall_clock_{name}_identical_to_engine_ar",
                 ["contender", "identical to engine:ar", "near-tie", "real", "largest near-tie margin"],
                 identical,
                 "Outputs identical to engine:ar in the first repeat, and the verdict on each divergence "
-                "(top-2 margin at the first differing token against 2 ulps of the top logit: "
-                f"experiments/bench_divergences.py; blank: not classified): {protocol}",
+                "(top-2 margin at the first differing token against 2 ulps of the top logit, "
+                f"`goose.harness.runner.lossless_fields`; blank: not classified): {protocol}",
             )
-            real = sum(e.get("real", 0) for e in data["summary"]["identical_to_engine_ar"].values())
-            if real:
-                output.notes.append(f"{path.name}: {real} REAL divergences from engine:ar")
+        )
+    return out
+
+
+def print_record(data: dict, name: str = "") -> None:
+    """The tables of one bench run as text (experiments/bench.py's closing summary)."""
+    for stem, header, rows, caption in tables(name or "run", data):
+        print(f"\n{stem}: {caption}")
+        print(" | ".join(header))
+        for row in rows:
+            print(" | ".join(row))
+
+
+def build(res: Results, out: Path) -> Output:
+    records = bench_records(res.records_dir())
+    if not records:
+        raise Skip(f"no greedy `make bench` run in {res.records_dir() / 'bench'}")
+    output = Output()
+    for name, data in records:
+        for stem, header, rows, caption in tables(name, data):
+            output.files += write_table(out, stem, header, rows, caption)
+        for baseline in BASELINES:
+            if baseline not in data["summary"]["tokens_per_s"]:
+                output.notes.append(f"{name}: no {baseline} contender, no table over it")
+        real = sum(e.get("real", 0) for e in (data["summary"].get("identical_to_engine_ar") or {}).values())
+        if real:
+            output.notes.append(f"{name}: {real} REAL divergences from engine:ar")
     return output
 
 

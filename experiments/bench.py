@@ -1,42 +1,41 @@
 """Wall-clock benchmark (`make bench`): every contender measured side by side in one process, on the
-same prompts, on the same machine, in the same session.
+same prompts, on the same machine, through the runner that `run.py` uses, into result rows.
 
 Contenders
-    engine:ar           the shared engine with a one-node tree per step (goose.engine.core.decode.generate)
+    engine:ar           the shared engine with a one-node tree per step (method `ar`)
     engine:<method>     any configured method (conf/method/<method>.yaml), at its configured budget
-    engine:<method>:auto   the same method wrapped by budget=auto (goose.engine.budget.auto_budget), with the
-                        latency curve calibrated at start-up on this machine (goose.engine.budget.cost_model)
-    hf:greedy           transformers `generate(do_sample=False)`
-    hf:pld              transformers `generate(do_sample=False, prompt_lookup_num_tokens=10)`
+    engine:<method>:auto   the same method at budget=auto (row method `<method>_auto`), the latency
+                        curve set up as `run.py budget=auto` does it (goose.harness.job.auto_budget)
+    hf:greedy           transformers `generate(do_sample=False)` (row method `hf_greedy`; at T > 0
+                        `generate(do_sample=True)`, `hf:sample` / `hf_sample`)
+    hf:pld              transformers `generate(prompt_lookup_num_tokens=10)` (row method `hf_pld`)
 
-Protocol: warm-up first (the engine's warm-up step, then every contender once on a short prompt,
-untimed); then `--repeats` rounds, each running every contender on every prompt, interleaved
-prompt by prompt (the contenders' order rotates from prompt to prompt, so that no contender
-always runs first or after the same neighbour), so that drifts of the machine's speed hit all
-contenders alike. Tokens/s of a contender in a round = its generated tokens / its wall seconds,
-summed over the prompts every contender completed (prefill included, as in SPEC). Reported:
-tokens/s per contender, and each ratio as median [min, max] over the rounds; the share of each
-engine method's step time spent drafting and on bookkeeping (draft + walk/compaction + drafter
-update, i.e. everything but the verification forward); how many outputs equal engine AR's
-(fp32 must be all; in bf16 each mismatch is reported with its first differing position and
-classified, after the timed rounds, as a near-tie or a real mismatch by the top-2 margin there:
-experiments/bench_divergences.py).
+Every engine contender runs through `goose.harness.runner.run_cell`, one prompt at a time; the
+transformers contenders through `hf_contender`, a small adapter that times `generate` and appends
+a row of the same fields through the same `append_row` (it has no drafter to plug into the
+engine). Rows go to `<out>/repeat<k>/<model>/<bench>.jsonl`, one folder per repeat (a row's key
+has no repeat: a repeat is a re-run of the same cells), each row carrying `experiment`
+("bench:<out folder name>"), `repeat` and `bench_protocol` (the arguments and contenders).
 
-Sampling (`--temperature T`, `--top-p`, `--top-k`, `--seed`): every engine contender samples
-with the same settings and, per prompt, the same seed (derived from --seed and the prompt id), so
-deterministic drafters must reproduce engine:ar's sample token for token (the identity check
-holds at T > 0 too; STAND, which samples its drafts, is exact in distribution only); the
-transformers contenders sample too (`do_sample=True`, named hf:sample and hf:pld).
+Protocol: warm-up first (every contender once on a short prompt, untimed, with throw-away
+drafters); then `--repeats` rounds, each running every contender on every prompt, prompt by
+prompt: engine AR first (the reference each other contender's output is checked against, near-tie
+verdicts included, as in any `run.py` cell), then the others in an order that rotates from prompt
+to prompt, so that drifts of the machine's speed hit all contenders alike. One drafter object per
+contender lives across the prompts of the run, as in a run. Tokens/s of a contender in a round =
+its generated tokens / its wall seconds over the prompts every contender completed (prefill
+included); `make figures` turns the rows into the wall-clock tables (analysis/wall_clock.py) and
+this script prints the same summary at the end.
 
-Resume: with --out, every finished prompt is kept in <out>.partial, and the same command resumes a
-run cut short at the prompt where it stopped (experiments/bench_checkpoint.py; --fresh starts
-over). The same command with --show-partial prints what the finished repeats measured so far,
-without running anything. A progress bar per repeat (stderr) shows the prompts done and the time left.
+Resume is the runner's: the same command skips every (repeat, prompt, contender) whose row is
+already in <out> and restores drafters' cross-prompt state from the runner's checkpoints;
+budget=auto reuses the curve saved in <out>/budget_latency.json, so a resumed run drafts the same
+trees. `--fresh` deletes <out> first; `--show-partial` prints the summary of the rows so far.
 
-For final numbers run it on a quiet machine (nothing else running; `--threads` = physical cores):
+Sampling (`--temperature T`, `--top-p`, `--top-k`, `--seed`): every contender samples with the
+same settings and the runner's seeds (`SamplingPlan(seed)`: one sample per prompt).
 
-    python -m experiments.bench --threads 2 --dtype bfloat16 --out bench_bf16.json
-    python -m experiments.bench --threads 2 --dtype float32 --out bench_fp32.json
+    python -m experiments.bench --threads 2 --dtype bfloat16 --out results/bench/bfloat16
 """
 
 from __future__ import annotations
@@ -49,31 +48,22 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import time  # noqa: E402
-import traceback  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import asdict  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from experiments.bench_checkpoint import BenchCheckpoint, CheckpointMismatch, measuring_code_digest  # noqa: E402
-from experiments.bench_divergences import classify_against_ar, mismatched_prompts  # noqa: E402
-from experiments.bench_summary import (  # noqa: E402
-    REFERENCE,
-    BenchPrompt,
-    Run,
-    print_summary,
-    summarise,
-)
-from goose.engine.budget.auto_budget import wrap_auto_budget  # noqa: E402
-from goose.engine.budget.cost_model import LatencyTable, calibrate  # noqa: E402
+from analysis.wall_clock import print_record, record_from_rows  # noqa: E402
+from goose.engine.budget.cost_model import LatencyTable  # noqa: E402
 from goose.engine.budget.hardware_limit import measure_floor  # noqa: E402
 from goose.engine.core.decode import generate  # noqa: E402
 from goose.engine.core.drafter import Drafter  # noqa: E402
-from goose.engine.core.sampling import GREEDY, SamplingParams, derive_seed  # noqa: E402
+from goose.engine.core.sampling import SamplingParams, derive_seed  # noqa: E402
 from goose.engine.core.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.benchmarks import PAPER_BENCHMARKS  # noqa: E402
 from goose.harness.chat import encode_prompt  # noqa: E402
@@ -85,11 +75,18 @@ from goose.harness.compose import (  # noqa: E402
     load_engine,
     release_engines,
 )
+from goose.harness.job import auto_budget  # noqa: E402
 from goose.harness.models import LoadedModel  # noqa: E402
-from goose.harness.runner import environment  # noqa: E402
+from goose.harness.run_state import RunStateStore  # noqa: E402
+from goose.harness.runner import Cell, SamplingPlan, environment, run_cell  # noqa: E402
+from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields  # noqa: E402
+from goose.records.results import append_row, cell_key, read_rows, results_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+REFERENCE = "engine:ar"
+LATENCY_FILE = "budget_latency.json"
+HF_CONTENDERS = ("greedy", "pld")
+HF_KWARGS = {"greedy": {}, "pld": {"prompt_lookup_num_tokens": 10}}
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -110,6 +107,21 @@ def model_and_engine(
     return load_engine(compose_config(overrides))
 
 
+@dataclass
+class BenchPrompt:
+    """One prompt as the runner takes it (`prompt`: prompt_id, text), with its tokens."""
+
+    bench: str
+    prompt: Any
+    ids: list[int]
+    chat_template: bool
+    source: str
+
+    @property
+    def prompt_id(self) -> str:
+        return str(self.prompt.prompt_id)
+
+
 def load_prompts(
     tokenizer: Any, model: str, benches: list[str], limit: int, data_dir: str | None, chat_template: str
 ) -> list[BenchPrompt]:
@@ -121,19 +133,16 @@ def load_prompts(
             [f"model={model}", f"bench={bench}", f"bench.chat_template={chat_template}"]
             + ([f"data_dir={data_dir}"] if data_dir else [])
         )
-        spec, prompts, _ = benchmark_prompts(cfg, limit)
+        spec, prompts, source = benchmark_prompts(cfg, limit)
         apply_chat, _ = chat_template_decision(cfg, spec, tokenizer)
         out += [
-            BenchPrompt(bench, str(p.prompt_id), encode_prompt(tokenizer, p.text, apply_chat))
+            BenchPrompt(bench, p, encode_prompt(tokenizer, p.text, apply_chat), apply_chat, source)
             for p in prompts
         ]
     return out
 
 
 # ------------------------------------------------------------------------------------ contenders
-HF_CONTENDERS = ("greedy", "pld")
-
-
 def contender_names(methods: str, hf: str, greedy: bool) -> list[str]:
     """The contenders' names for comma-separated --methods and --hf, in the order they are built:
     engine:ar, the engine methods, the transformers ones (hf:greedy is hf:sample when sampling).
@@ -151,84 +160,191 @@ def hf_name(contender: str, greedy: bool) -> str:
     return f"hf:{'sample' if contender == 'greedy' and not greedy else contender}"
 
 
-Contender = Callable[[list[int], int, int], Run]  # (prompt ids, max_new_tokens, seed)
+@dataclass
+class Setting:
+    """What every contender's rows share: the engine, the model's label and dtype, the sampling,
+    where the rows of each repeat go and the fields every row carries."""
+
+    engine: VerificationEngine
+    tokenizer: Any
+    model: str
+    dtype: str
+    max_new_tokens: int
+    sampling: SamplingParams
+    plan: SamplingPlan
+    out: Path
+    extra: dict[str, Any]
+
+    def results_file(self, repeat: int, bench: str) -> Path:
+        return results_path(self.out / f"repeat{repeat}", self.model, bench)
+
+    def cell(self, bench: BenchPrompt, method: str, config: dict[str, Any]) -> Cell:
+        return Cell(
+            self.model,
+            bench.bench,
+            method,
+            config,
+            self.max_new_tokens,
+            self.dtype,
+            chat_template=bench.chat_template,
+            sampling=self.sampling,
+        )
+
+    def fields(self, repeat: int, p: BenchPrompt) -> dict[str, Any]:
+        return {**self.extra, "repeat": repeat, "bench_source": p.source}
 
 
-def hf_contender(
-    model: Any, eos: list[int], sampling: SamplingParams = GREEDY, **generate_kwargs: Any
-) -> Contender:
-    """transformers' generate, timed from before the call to after it (CUDA-synchronised); at
-    temperature > 0 it samples (do_sample, same temperature / top_p / top_k; torch's global seed
-    set from the prompt's seed, outside the timed region)."""
-    if not sampling.greedy:
-        generate_kwargs = {
-            **generate_kwargs,
-            "do_sample": True,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "top_k": sampling.top_k or None,
+Segment = tuple[int, list[BenchPrompt]]
+"""(repeat, the prompts of one benchmark): the prompts of one results file, in the order they run."""
+Contender = Callable[[Setting, Segment, int, Segment | None], dict[str, Any]]
+"""(setting, the segment, index of the prompt to run, the segment run before it) -> its row."""
+
+
+def _quiet(_: str) -> None:
+    """The runner's per-prompt lines: the bench draws its own progress bar."""
+
+
+def engine_contender(method: str, drafter: Drafter) -> Contender:
+    """`method` (a row's method name) through `run_cell`, with one drafter object across prompts.
+    The runner gets the benchmark's prompts up to this one: those already in the results are
+    reported, not re-run, and a drafter carrying state across prompts is restored from the
+    runner's checkpoint after them (resume). At the first prompt of a results file the state is
+    restored from the runner's last checkpoint of the file before it (`previous`), so that a run
+    resumed there drafts what an uninterrupted one does (where nothing was cut, that checkpoint is
+    the state in memory)."""
+    config = drafter.config()
+
+    def run(setting: Setting, segment: Segment, i: int, previous: Segment | None) -> dict[str, Any]:
+        repeat, prompts = segment
+        p = prompts[i]
+        cell = setting.cell(p, method, config)
+        if i == 0 and previous is not None and drafter.carries_run_state:
+            _restore_from(setting, previous, setting.cell(previous[1][0], method, config), drafter)
+        rows = run_cell(
+            setting.engine,
+            setting.tokenizer,
+            [q.prompt for q in prompts[: i + 1]],
+            cell,
+            lambda: drafter,
+            setting.results_file(repeat, p.bench),
+            extra=setting.fields(repeat, p),
+            log=_quiet,
+            progress=False,
+            plan=setting.plan,
+        )
+        return next(r for r in rows if r["method"] == method and str(r["prompt_id"]) == p.prompt_id)
+
+    return run
+
+
+def _restore_from(setting: Setting, segment: Segment, cell: Cell, drafter: Drafter) -> None:
+    """Restore `drafter` from the runner's checkpoint after every prompt of `segment`, if any."""
+    repeat, prompts = segment
+    store = RunStateStore(setting.results_file(repeat, prompts[0].bench), cell.row_base())
+    ids = [
+        q.prompt.prompt_id if idx is None else f"{q.prompt.prompt_id}#{idx}"
+        for q in prompts
+        for idx, _ in setting.plan.samples(setting.sampling)
+    ]
+    state = store.load(ids)
+    if state is not None:
+        drafter.restore_run_state(state)
+
+
+def _sequence_seed(plan: SamplingPlan, sampling: SamplingParams, prompt_id: str) -> tuple[int | None, int]:
+    """(sample_seed, sequence seed) of a prompt's one sample, as the runner derives them."""
+    sample_seed = plan.samples(sampling)[0][1]
+    return sample_seed, 0 if sample_seed is None else derive_seed(sample_seed, str(prompt_id))
+
+
+def hf_contender(model: Any, eos: list[int], method: str, **generate_kwargs: Any) -> Contender:
+    """transformers' `generate` as a contender: timed from before the call to after it
+    (CUDA-synchronised); at temperature > 0 it samples (do_sample, the same temperature / top_p /
+    top_k; torch's global seed set from the prompt's sequence seed, outside the timed region). Its
+    row has the runner's cell fields, provenance and `output_ids` / `wall_time_s` /
+    `generated_tokens`, compared with engine AR's row of the same prompt and repeat (the verdict
+    on a divergence is the runner's `lossless_fields`); a row already in the file is returned
+    without running (resume by the same cell key)."""
+    config = {"library": "transformers", **generate_kwargs}
+
+    def run(setting: Setting, segment: Segment, i: int, previous: Segment | None) -> dict[str, Any]:
+        del previous  # transformers carries nothing across prompts
+        repeat, prompts = segment
+        p = prompts[i]
+        cell = setting.cell(p, method, config)
+        path = setting.results_file(repeat, p.bench)
+        sample_seed, seed = _sequence_seed(setting.plan, setting.sampling, p.prompt_id)
+        sample = {"prompt_id": p.prompt.prompt_id, "sample_seed": sample_seed}
+        on_disk = {
+            cell_key(r): r for r in (read_rows(path) if path.exists() else []) if r.get("status") == "ok"
         }
-    else:
-        generate_kwargs = {"do_sample": False, **generate_kwargs}
-
-    def run(ids: list[int], max_new: int, seed: int = 0) -> Run:
-        x = torch.tensor([ids], device=model.device)
-        torch.manual_seed(seed)
-        t0 = sync_clock(model.device)
-        out = model.generate(
-            x,
-            attention_mask=torch.ones_like(x),
-            max_new_tokens=max_new,
-            eos_token_id=eos,
-            pad_token_id=eos[0],
-            **generate_kwargs,
-        )
-        t1 = sync_clock(model.device)
-        return Run(out[0, len(ids) :].tolist(), t1 - t0)
+        if (key := cell_key({**cell.row_base(), **sample})) in on_disk:
+            return on_disk[key]
+        reference = on_disk.get(cell_key({**setting.cell(p, "ar", {}).row_base(), **sample}))
+        sampling = setting.sampling
+        kwargs = dict(generate_kwargs)
+        if sampling.greedy:
+            kwargs["do_sample"] = False
+        else:
+            kwargs |= {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p}
+            kwargs["top_k"] = sampling.top_k or None
+        row: dict[str, Any] = {
+            **cell.row_base(),
+            **sample,
+            "sample_idx": None if sample_seed is None else 0,
+            "prompt_tokens": len(p.ids),
+            **prompt_fields(getattr(p.prompt, "text", None), p.ids),
+            **seed_fields(setting.plan.seed, sample_seed, seed),
+            **environment(),
+            **setting.fields(repeat, p),
+            **chat_template_fields(setting.tokenizer, p.chat_template),
+            "timestamp": time.time(),
+        }
+        try:
+            out = _generate(model, p.ids, setting.max_new_tokens, eos, seed, kwargs)
+            row |= {"generated_tokens": len(out[0]), "wall_time_s": out[1], "output_ids": out[0]}
+            row["tokens_per_s"] = len(out[0]) / out[1] if out[1] else 0.0
+            row |= _lossless(setting, p, out[0], reference, seed)
+            row["status"] = "ok"
+        except (RuntimeError, ValueError) as exc:  # a failed prompt is recorded, not fatal
+            row |= {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        append_row(path, row)
+        return row
 
     return run
 
 
-def engine_contender(
-    engine: VerificationEngine, drafter: Drafter, sampling: SamplingParams = GREEDY
-) -> Contender:
-    """goose.engine.core.decode.generate with one drafter object across prompts (as in a run)."""
+def _generate(
+    model: Any, ids: list[int], max_new: int, eos: list[int], seed: int, kwargs: dict[str, Any]
+) -> tuple[list[int], float]:
+    x = torch.tensor([ids], device=model.device)
+    torch.manual_seed(seed)
+    t0 = sync_clock(model.device)
+    out = model.generate(
+        x,
+        attention_mask=torch.ones_like(x),
+        max_new_tokens=max_new,
+        eos_token_id=eos,
+        pad_token_id=eos[0],
+        **kwargs,
+    )
+    t1 = sync_clock(model.device)
+    return out[0, len(ids) :].tolist(), t1 - t0
 
-    def run(ids: list[int], max_new: int, seed: int = 0) -> Run:
-        g = generate(engine, drafter, ids, max_new, sampling=sampling, seed=seed)
-        return Run(
-            g.output_ids, g.wall_time_s, g.time_split(), len(g.steps), sum(s.tree_size for s in g.steps)
-        )
 
-    return run
-
-
-def floor_report(
-    engine: VerificationEngine, summary: dict[str, Any], prompts: list[BenchPrompt], max_new: int
+def _lossless(
+    setting: Setting, p: BenchPrompt, output: list[int], reference: dict[str, Any] | None, seed: int
 ) -> dict[str, Any]:
-    """Each engine contender's mean verification step against its floor (goose.engine.budget.hardware_limit:
-    weight + KV bytes at the measured bandwidth, or FLOPs at the measured matmul throughput, for
-    its mean tree size after the mean KV length of a step), so the figure means the same on any
-    machine. Measured after the timed rounds."""
-    floor = measure_floor(engine.model)
-    kv_len = round(sum(len(p.ids) for p in prompts) / len(prompts) + max_new / 2)
-    out: dict[str, Any] = {"floor": floor.as_dict(), "mean_kv_len": kv_len, "contenders": {}}
-    for name, o in summary["overhead"].items():
-        split = o["split_s_repeat1"]
-        n_steps = o.get("steps_repeat1")
-        if not n_steps or not split:
-            continue
-        step = split.get("forward_s", 0.0) / n_steps
-        n = max(1, round(o["mean_tree_nodes"]))
-        bound = floor.seconds(n, kv_len)
-        out["contenders"][name] = {
-            "mean_tree_nodes": o["mean_tree_nodes"],
-            "forward_ms": 1e3 * step,
-            "floor_ms": 1e3 * bound,
-            "times_floor": step / bound,
-            "bound_by": floor.bound(n, kv_len),
-        }
-    return out
+    """The runner's comparison with engine AR's row (greedy: the near-tie verdict at the first
+    differing token; sampled: transformers draws other noise, so only `same_as_ar`)."""
+    none = {"lossless": None, "first_diff": None, "diff_margin": None, "near_tie": None}
+    if reference is None:
+        return none | {"lossless_error": "no engine AR row for this prompt"}
+    if not setting.sampling.greedy:
+        return none | {"lossless_check": "distribution", "same_as_ar": output == reference["output_ids"]}
+    from goose.harness.runner import lossless_fields
+
+    return lossless_fields(setting.engine, p.ids, output, reference["output_ids"], setting.sampling, seed)
 
 
 # ------------------------------------------------------------------------------------ driver
@@ -259,8 +375,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--compile",
         action="store_true",
-        help="the engine's compile setting: the verification steps' lean forward through torch.compile "
-        "(goose/engine/forward/compiled_forward.py; compiles for minutes at the warm-up)",
+        help="the engine's compile setting: the verification steps' lean forward through torch.compile",
     )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
@@ -268,27 +383,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--hf", default="greedy,pld", help="transformers contenders: greedy, pld")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    ap.add_argument("--latency", default=None, help="latency table JSON for :auto (default: calibrate now)")
-    ap.add_argument("--calibration-repeats", type=int, default=5)
+    ap.add_argument(
+        "--latency", default=None, help="latency table JSON for :auto (budget_profile; default: calibrate)"
+    )
     ap.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0 = greedy)")
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--top-k", type=int, default=0)
-    ap.add_argument("--seed", type=int, default=0, help="per-prompt seeds are derived from it")
-    ap.add_argument("--out", default=None, help="write everything measured as JSON here")
+    ap.add_argument("--seed", type=int, default=0, help="the sampling group's seed")
     ap.add_argument(
-        "--fresh",
-        action="store_true",
-        help="discard <out>.partial (what an interrupted run finished) instead of resuming it",
+        "--out",
+        default=None,
+        help="where the rows go (<out>/repeat<k>/<model>/<bench>.jsonl); default "
+        "results/bench/<model>[_<dtype>]",
     )
+    ap.add_argument("--fresh", action="store_true", help="delete <out> first instead of resuming it")
     ap.add_argument(
         "--show-partial",
         action="store_true",
-        help="print the summary of the finished repeats in <out>.partial and exit: runs nothing, loads "
-        "no model, leaves the checkpoint to be resumed",
+        help="print the summary of the rows in <out> so far and exit: runs nothing, loads no model",
     )
     args = ap.parse_args(argv)
-    if args.show_partial and not args.out:
-        ap.error("--show-partial reads <out>.partial: give --out")
     if args.repeats < 1 or args.limit < 1 or args.max_new_tokens < 1:
         ap.error("--repeats, --limit and --max-new-tokens must be >= 1")
     try:
@@ -296,256 +410,170 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError as exc:
         ap.error(str(exc).replace("sampling.", "--").replace("_", "-"))
     try:
-        contender_names(args.methods, args.hf, args.sampling.greedy)
+        args.contenders = contender_names(args.methods, args.hf, args.sampling.greedy)
     except ValueError as exc:
         ap.error(str(exc))
+    args.out = Path(args.out or ROOT / "results" / "bench" / "_".join(filter(None, [args.model, args.dtype])))
     return args
 
 
-def fingerprint_of(
-    args: argparse.Namespace, prompts: list[BenchPrompt], env: dict[str, Any]
-) -> dict[str, Any]:
-    """What a checkpoint of this run is pinned to (BenchCheckpoint.fingerprint_of)."""
-    keys = [(p.bench, p.prompt_id) for p in prompts]
-    return BenchCheckpoint.fingerprint_of(args, keys, measuring_code_digest(), env["versions"])
+def show_partial(out: Path) -> dict[str, Any]:
+    """Print and return the summary of the rows in `out` so far (runs nothing)."""
+    rows = read_rows(out) if out.is_dir() else []
+    if not rows:
+        raise SystemExit(f"experiments.bench: no rows to show in {out}")
+    record = record_from_rows(rows, out.name) | {"source": str(out)}
+    print_record(record, out.name)
+    return record
 
 
-def open_checkpoint(
-    args: argparse.Namespace, prompts: list[BenchPrompt], env: dict[str, Any]
-) -> BenchCheckpoint | None:
-    """What an interrupted run with these settings finished (experiments.bench_checkpoint),
-    or None: no --out, nothing to resume, or --fresh. Settings that differ from the checkpoint's
-    end the run with a message naming them (nothing is deleted)."""
-    if not args.out:
-        return None
-    path = BenchCheckpoint.path_for(args.out)
-    if args.fresh:
-        path.unlink(missing_ok=True)
-        return None
-    if not path.is_file():
-        return None
-    fingerprint = fingerprint_of(args, prompts, env)
-    try:
-        return BenchCheckpoint.load(path, fingerprint)
-    except CheckpointMismatch as exc:
-        raise SystemExit(f"experiments.bench: {exc}") from None
+def row_method(contender: str) -> str:
+    """The row's method of a contender: engine:goose:auto -> goose_auto, hf:pld -> hf_pld."""
+    kind, _, rest = contender.partition(":")
+    if kind == "hf":
+        return f"hf_{rest}"
+    return rest.replace(":auto", "_auto")
 
 
-def runs_of_repeat(saved: list[dict[str, Any]]) -> list[dict[str, Run | None]]:
-    """One repeat's saved prompts as [prompt][contender] -> Run (None: failed)."""
-    return [{n: None if r is None else Run(**r) for n, r in got.items()} for got in saved]
+Warm = Callable[[list[int]], object]
+"""An untimed, unrecorded run of a contender's code path on a short prompt."""
 
 
-def runs_of(ckpt: BenchCheckpoint) -> list[list[dict[str, Run | None]]]:
-    """The checkpoint's finished repeats as runs[repeat][prompt][contender]."""
-    return [runs_of_repeat(rep_runs) for rep_runs in ckpt.runs]
+def build_contenders(
+    args: argparse.Namespace, loaded: LoadedModel, engine: VerificationEngine
+) -> tuple[dict[str, Contender], dict[str, Warm], dict[str, Any] | None]:
+    """(the measured contenders, their warm-ups with throw-away drafters, the budget=auto curve as
+    recorded in each row). budget=auto is set up as `run.py` does it (`goose.harness.job.auto_budget`),
+    from --latency, else from the curve an earlier run of this bench saved in <out>, else
+    calibrated now and saved there."""
+    saved = args.out / LATENCY_FILE
+    profile = args.latency or (str(saved) if saved.is_file() else None)
+    latency_record = None
+    measured: dict[str, Contender] = {}
+    warm: dict[str, Warm] = {}
+    model, eos = loaded.model, list(loaded.eos_token_ids)
+    for name in args.contenders:
+        method = row_method(name)
+        if name.startswith("hf:"):
+            kwargs = HF_KWARGS["greedy" if name == "hf:sample" else name.removeprefix("hf:")]
+            measured[name] = hf_contender(model, eos, method, **kwargs)
+            warm[name] = lambda ids, kw=kwargs: _generate(model, ids, 16, eos, 0, {"do_sample": False, **kw})
+            continue
+        make = method_factory(method.removesuffix("_auto"))
+        if method.endswith("_auto"):
+            make, latency_record = auto_budget(make, engine, profile)
+            if profile is None:  # a resume drafts with the same curve
+                saved.parent.mkdir(parents=True, exist_ok=True)
+                LatencyTable(latency_record["sizes"], latency_record["seconds"]).save(saved)
+                profile = str(saved)
+        measured[name] = engine_contender(method, make())
+        warm[name] = lambda ids, make=make: generate(engine, make(), ids, 16, sampling=args.sampling)
+    return measured, warm, latency_record
 
 
-def show_partial(out: str) -> dict[str, Any]:
-    """Print and return the summary of the repeats finished so far in `<out>.partial` (the bench
-    whose record `out` will be, still running or cut short). No hardware floor: that is measured
-    after the last repeat. The checkpoint is only read."""
-    path = BenchCheckpoint.path_for(out)
-    if not path.is_file():
-        raise SystemExit(f"experiments.bench: no finished repeats to show: {path} does not exist")
-    try:
-        ckpt = BenchCheckpoint.read(path)
-    except CheckpointMismatch as exc:
-        raise SystemExit(f"experiments.bench: {exc}") from None
-    fp = ckpt.fingerprint
-    runs = runs_of(ckpt)
-    prompts = [BenchPrompt(bench, prompt_id, []) for bench, prompt_id in fp["prompts"]]
-    in_progress = f"; repeat {len(runs) + 1}: {len(ckpt.current)} of {len(prompts)} prompts done"
-    if not runs:
-        raise SystemExit(f"experiments.bench: {path} holds no finished repeat yet{in_progress}")
-    names = contender_names(fp["methods"], fp["hf"], greedy=fp["temperature"] == 0)
-    summary = summarise([n for n in names if n in runs[0][0]], prompts, runs)
-    machines = "; ".join(
-        f"repeat {r + 1}: "
-        + ", ".join(
-            f"from prompt {s['first_prompt'] + 1} {s['environment']['hardware'].get('cpu')} "
-            f"(session {s['environment'].get('session_id')})"
-            for s in segments
-        )
-        for r, segments in enumerate(ckpt.environments)
-    )
-    commits = sorted({s["environment"].get("git_commit", "?") for segs in ckpt.environments for s in segs})
-    header = (
-        f"{len(runs)} finished repeat(s) in {path}{in_progress if ckpt.current else ''}, measuring code "
-        f"{fp['code']} (git commits {', '.join(commits)}): model={fp['model']} dtype={fp['dtype']} threads={fp['threads']} "
-        f"benches={fp['benches']} prompts/bench<={fp['limit']} max_new_tokens={fp['max_new_tokens']}\n"
-        f"ran on {machines}"
-    )
-    print_summary(summary, header)
-    return summary
+def hardware_floor(engine: VerificationEngine, rows: list[dict[str, Any]], max_new: int) -> dict[str, Any]:
+    """Each engine contender's mean verification forward per step (repeat 0) against its floor
+    (goose.engine.budget.hardware_limit: weight + KV bytes at the measured bandwidth, or FLOPs at
+    the measured matmul throughput) for its mean tree size after the mean KV length of a step.
+    Measured after the timed rounds; written to <out>/hardware_floor.json."""
+    floor = measure_floor(engine.model)
+    first = [r for r in rows if r.get("repeat") == 0 and r.get("status") == "ok" and "forward_s" in r]
+    if not first:
+        return {}
+    kv_len = round(sum(r["prompt_tokens"] for r in first) / len(first) + max_new / 2)
+    out: dict[str, Any] = {"floor": floor.as_dict(), "mean_kv_len": kv_len, "contenders": {}}
+    for method in dict.fromkeys(r["method"] for r in first):
+        mine = [r for r in first if r["method"] == method]
+        steps = sum(len(r.get("step_tree_size") or []) for r in mine)
+        if not steps:
+            continue
+        step = sum(r["forward_s"] for r in mine) / steps
+        nodes = sum(sum(r["step_tree_size"]) for r in mine) / steps
+        bound = floor.seconds(max(1, round(nodes)), kv_len)
+        out["contenders"][contender_name(method)] = {
+            "mean_tree_nodes": nodes,
+            "forward_ms": 1e3 * step,
+            "floor_ms": 1e3 * bound,
+            "times_floor": step / bound,
+            "bound_by": floor.bound(max(1, round(nodes)), kv_len),
+        }
+    return out
+
+
+def contender_name(method: str) -> str:
+    """The inverse of `row_method`."""
+    if method.startswith("hf_"):
+        return f"hf:{method.removeprefix('hf_')}"
+    return f"engine:{method.removesuffix('_auto')}" + (":auto" if method.endswith("_auto") else "")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    out: Path = args.out
     if args.show_partial:
-        return show_partial(args.out)
+        return show_partial(out)
+    if args.fresh and out.exists():
+        shutil.rmtree(out)
     if args.threads:
         torch.set_num_threads(args.threads)
     loaded, engine = model_and_engine(args.model, args.dtype, args.prepack, args.compile)
-    model, eos = loaded.model, list(loaded.eos_token_ids)
+    benches = [b for b in args.benches.split(",") if b]
     prompts = load_prompts(
-        loaded.tokenizer,
-        args.model,
-        [b for b in args.benches.split(",") if b],
-        args.limit,
-        args.data_dir,
-        args.chat_template,
+        loaded.tokenizer, args.model, benches, args.limit, args.data_dir, args.chat_template
     )
-
-    env = environment()
-    ckpt = open_checkpoint(args, prompts, env)
-    methods = [m for m in args.methods.split(",") if m and m != "ar"]
-    latency: LatencyTable | None = None
-    if any(m.endswith(":auto") for m in methods):
-        if ckpt and ckpt.latency_table:
-            latency = LatencyTable.from_dict(ckpt.latency_table)
-            print("budget=auto reuses the latency curve of the checkpoint's first repeats")
-        elif args.latency:
-            latency = LatencyTable.load(args.latency)
-        else:
-            t = time.perf_counter()
-            latency = calibrate(engine, repeats=args.calibration_repeats)
-            print(f"calibrated the latency curve in {time.perf_counter() - t:.1f} s")
-        print(
-            "latency vs tree size: "
-            + ", ".join(
-                f"{n}: {s * 1e3:.1f} ms ({r:.2f}x)"
-                for n, s, r in zip(latency.sizes, latency.seconds, latency.relative(), strict=True)
-            )
-        )
-
-    sampling = args.sampling
-    drafters: dict[str, Drafter] = {REFERENCE: method_factory("ar")()}
-    for m in methods:
-        base = m.removesuffix(":auto")
-        drafter = method_factory(base)()
-        if m.endswith(":auto"):
-            drafter = wrap_auto_budget(drafter, engine, latency=latency)
-        drafters[f"engine:{m}"] = drafter
-    contenders: dict[str, Contender] = {n: engine_contender(engine, d, sampling) for n, d in drafters.items()}
-    hf_kwargs = {"greedy": {}, "pld": {"prompt_lookup_num_tokens": 10}}
-    for h in [h for h in args.hf.split(",") if h]:
-        contenders[hf_name(h, sampling.greedy)] = hf_contender(model, eos, sampling, **hf_kwargs[h])
-    names = list(contenders)
-
-    for fn in contenders.values():  # untimed warm-up of every code path
-        fn(prompts[0].ids[:64], 16, 0)
-
-    ckpt = ckpt or BenchCheckpoint(
-        fingerprint_of(args, prompts, env),
-        latency.to_dict() if latency else None,
-    )
-    for n, state in ckpt.drafter_states.items():  # after the warm-up, which may touch drafter state
-        drafters[n].restore_run_state(state)
-    runs = runs_of(ckpt)
-    errors: list[dict[str, str]] = ckpt.errors
-    if runs or ckpt.current:
-        print(
-            f"resuming {BenchCheckpoint.path_for(args.out)}: {len(runs)} of {args.repeats} repeats finished, "
-            f"repeat {len(runs) + 1} at prompt {len(ckpt.current) + 1} of {len(prompts)}"
-        )
-    for rep in range(len(runs), args.repeats):
-        t_rep = time.perf_counter()
-        rep_runs = runs_of_repeat(ckpt.current)
-        if len(ckpt.environments) <= rep:
-            ckpt.environments.append([])
-        ckpt.environments[rep].append({"first_prompt": len(rep_runs), "environment": env})
-        progress = tqdm(
-            range(len(rep_runs), len(prompts)),
-            total=len(prompts),
-            initial=len(rep_runs),
-            desc=f"repeat {rep + 1}/{args.repeats}",
-            unit="prompt",
-            mininterval=30,
-        )
-        for i in progress:  # the bar updates between prompts, outside every timed call
-            p = prompts[i]
-            k = (i + rep) % len(names)
-            order = names[k:] + names[:k]
-            got: dict[str, Run | None] = {}
-            for n in order:
-                try:
-                    got[n] = contenders[n](p.ids, args.max_new_tokens, derive_seed(args.seed, p.prompt_id))
-                except (RuntimeError, ValueError) as exc:  # a failed prompt is reported, not fatal
-                    got[n] = None
-                    errors.append({"repeat": rep, "prompt": p.prompt_id, "contender": n, "error": repr(exc)})
-                    traceback.print_exc()
-            rep_runs.append(got)
-            ckpt.current.append({n: None if r is None else asdict(r) for n, r in got.items()})
-            if args.out:  # the drafters' state is only taken for a checkpoint
-                ckpt.drafter_states = {n: d.run_state() for n, d in drafters.items() if d.carries_run_state}
-                ckpt.save(BenchCheckpoint.path_for(args.out))
-        runs.append(rep_runs)
-        done = [i for i, g in enumerate(rep_runs) if all(g[n] is not None for n in names)]
-        line = ", ".join(
-            f"{n} {sum(len(rep_runs[i][n].output_ids) for i in done) / max(sum(rep_runs[i][n].seconds for i in done), 1e-9):.1f}"
-            for n in names
-        )
-        print(f"repeat {rep + 1}/{args.repeats} ({time.perf_counter() - t_rep:.0f} s): tokens/s {line}")
-        ckpt.runs.append(ckpt.current)
-        ckpt.current = []
-        if args.out:
-            ckpt.save(BenchCheckpoint.path_for(args.out))
-
-    summary = summarise(names, prompts, runs)
-    summary["hardware_floor"] = floor_report(engine, summary, prompts, args.max_new_tokens)
-    if sampling.greedy and mismatched_prompts(summary):  # each divergence's top-2 margin, after the timing
-        ids = {(p.bench, p.prompt_id): p.ids for p in prompts}
-        ar_outputs = {
-            (p.bench, p.prompt_id): runs[0][i][REFERENCE].output_ids
-            for i, p in enumerate(prompts)
-            if runs[0][i].get(REFERENCE) is not None  # a failed prompt has no mismatch to classify
-        }
-        classify_against_ar(summary, engine, ids, ar_outputs, sampling, args.seed, {"when": "in the run"})
-    header = (
-        f"model={args.model} dtype={str(loaded.dtype).replace('torch.', '')} device={engine.device} "
-        f"forward={engine.forward_name} "
-        f"threads={torch.get_num_threads()} benches={args.benches} prompts/bench<={args.limit} "
-        f"max_new_tokens={args.max_new_tokens} repeats={args.repeats} "
-        f"sampling={'greedy' if sampling.greedy else sampling.as_dict()} seed={args.seed}"
-    )
-    print_summary(summary, header)
-    record = {
-        "args": vars(args),
-        "environment": env,
-        "repeat_environments": ckpt.environments,
-        "dtype": str(loaded.dtype).replace("torch.", ""),
+    measured, warm, latency_record = build_contenders(args, loaded, engine)
+    names = list(measured)
+    provenance = dict(loaded.provenance)
+    model_label = provenance.pop("model_label", args.model)
+    protocol = {k: v for k, v in vars(args).items() if k not in ("sampling", "out", "fresh", "show_partial")}
+    extra = {
+        "experiment": f"bench:{out.name}",
+        "bench_protocol": protocol | {"threads": torch.get_num_threads()},
         "forward": engine.forward_name,
-        "latency_table": latency.to_dict() if latency else None,
-        "summary": summary,
-        "errors": errors,
-        "per_prompt": [
-            {
-                "bench": p.bench,
-                "prompt_id": p.prompt_id,
-                "runs": [
-                    {
-                        n: None
-                        if runs[r][i][n] is None
-                        else {
-                            "tokens": len(runs[r][i][n].output_ids),
-                            "seconds": runs[r][i][n].seconds,
-                            "split": runs[r][i][n].split,
-                            "steps": runs[r][i][n].steps,
-                            "tree_nodes": runs[r][i][n].tree_nodes,
-                        }
-                        for n in names
-                    }
-                    for r in range(len(runs))
-                ],
-            }
-            for i, p in enumerate(prompts)
-        ],
+        **({"budget_latency": latency_record} if latency_record else {}),
+        **provenance,
     }
-    if args.out:
-        Path(args.out).write_text(json.dumps(record, indent=1, default=str))
-        BenchCheckpoint.path_for(args.out).unlink(missing_ok=True)
-        print(f"\nwrote {args.out}")
+    setting = Setting(
+        engine,
+        loaded.tokenizer,
+        model_label,
+        str(loaded.dtype).replace("torch.", ""),
+        args.max_new_tokens,
+        args.sampling,
+        SamplingPlan(args.seed),
+        out,
+        extra,
+    )
+    for fn in warm.values():  # untimed warm-up of every code path, nothing recorded
+        fn(prompts[0].ids[:64])
+    by_bench = [[p for p in prompts if p.bench == b] for b in benches]
+    segments: list[Segment] = [
+        (rep, bench_prompts) for rep in range(args.repeats) for bench_prompts in by_bench if bench_prompts
+    ]
+    others = [n for n in names if n != REFERENCE]
+    for rep in range(args.repeats):
+        t_rep = time.perf_counter()
+        bar = tqdm(total=len(prompts), desc=f"repeat {rep + 1}/{args.repeats}", unit="prompt", mininterval=30)
+        k = 0
+        for s, segment in enumerate(segments):
+            if segment[0] != rep:
+                continue
+            previous = segments[s - 1] if s else None
+            for i in range(len(segment[1])):
+                shift = (k + rep) % max(1, len(others))
+                for name in [REFERENCE, *others[shift:], *others[:shift]]:
+                    measured[name](setting, segment, i, previous)
+                k += 1
+                bar.update()  # between prompts, outside every timed call
+        bar.close()
+        print(f"repeat {rep + 1}/{args.repeats}: {time.perf_counter() - t_rep:.0f} s")
+    rows = read_rows(out)
+    floor = hardware_floor(engine, rows, args.max_new_tokens)
+    if floor:
+        (out / "hardware_floor.json").write_text(json.dumps(floor, indent=1))
+    record = record_from_rows(rows, out.name, floor) | {"source": str(out)}
+    print_record(record, out.name)
+    print(f"\nrows in {out}; `make figures` writes the wall-clock tables from them")
     return record
 
 

@@ -2,9 +2,10 @@
 
 Calibrates `goose.engine.budget.cost_model` (median over repeats of one verification step, trees of
 n = 1, 2, 4, ..., 128 nodes after a KV cache of --kv-len tokens) for each dtype and writes
-<out-dir>/<name>.png and .pdf (latency in ms, and relative to a one-token step), <name>.csv (one
-row per dtype and size, with every sample) and <name>.json (the latency tables and the
-environment; `LatencyTable.from_dict` reads each table back, e.g. for `bench.py --latency`).
+<out-dir>/<name>.csv (one row per dtype and size, with every sample) and <name>.json (the latency
+tables and the environment; `LatencyTable.from_dict` reads each table back, e.g. for
+`bench.py --latency`), by default under results/cost_curve/; `make figures` draws <name>.png and
+.pdf from the JSON (analysis/cost_curve.py), and so does this script, into --figures.
 Each size is also reported as a multiple of its hardware floor (goose.engine.budget.hardware_limit: the
 larger of weight + KV bytes / measured bandwidth and FLOPs / measured matmul throughput), so the
 curve means the same on any machine.
@@ -21,40 +22,11 @@ from pathlib import Path
 
 import torch
 
+from analysis.cost_curve import plot
 from experiments.bench import model_and_engine
 from goose.engine.budget.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
 from goose.engine.budget.hardware_limit import StepFloor, measure_floor
 from goose.harness.runner import environment
-
-
-def plot(tables: dict[str, LatencyTable], title: str, out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_ms, ax_rel) = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
-    for dtype, table in tables.items():
-        ms = [s * 1e3 for s in table.seconds]
-        lo = [min(s) * 1e3 for s in table.samples]
-        hi = [max(s) * 1e3 for s in table.samples]
-        (line,) = ax_ms.plot(table.sizes, ms, marker="o", label=dtype)
-        ax_ms.fill_between(table.sizes, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-        ax_rel.plot(table.sizes, table.relative(), marker="o", label=dtype)
-    for ax in (ax_ms, ax_rel):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(tables[next(iter(tables))].sizes)
-        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.set_xlabel("tree size n (nodes, anchor included)")
-        ax.grid(True, alpha=0.3)
-        ax.legend()
-    ax_ms.set_ylabel("verification step (ms), median; band = min-max")
-    ax_rel.set_ylabel("latency / latency(n = 1)")
-    ax_rel.axhline(1.0, color="grey", linewidth=0.8)
-    fig.suptitle(title, fontsize=10)
-    for ext in ("png", "pdf"):
-        fig.savefig(out.with_suffix(f".{ext}"), dpi=150)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
@@ -66,7 +38,8 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--update-topk", type=int, default=10, help="include a drafter's top-K update (0 = off)")
-    ap.add_argument("--out-dir", default="figures")
+    ap.add_argument("--out-dir", default="results/cost_curve", help="where the JSON and CSV records go")
+    ap.add_argument("--figures", default="figures", help="where the figure goes (analysis/cost_curve.py)")
     ap.add_argument("--name", default="cost_curve")
     args = ap.parse_args(argv)
     if args.threads:
@@ -142,18 +115,10 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
                     ]
                 )
     env = environment()
-    stem.with_suffix(".json").write_text(
-        json.dumps(
-            {"args": vars(args), "environment": env, "tables": {d: t.to_dict() for d, t in tables.items()}},
-            indent=1,
-        )
-    )
-    title = (
-        f"{args.model} on {device} ({env['hardware']['cpu']}, {torch.get_num_threads()} threads), "
-        f"KV length {args.kv_len}, {args.repeats} repeats"
-    )
-    plot(tables, title, stem)
-    print(f"wrote {stem}.png, .pdf, .csv, .json")
+    record = {"args": vars(args), "environment": env, "tables": {d: t.to_dict() for d, t in tables.items()}}
+    stem.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    drawn = plot(record, Path(args.figures), args.name)
+    print(f"wrote {stem}.csv, .json; {', '.join(map(str, drawn))} (device {device})")
     return tables
 
 

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sizes", default="1,2,4,16,64")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (the spread is over these)")
     ap.add_argument("--repeats", type=int, default=5, help="steps per size and round (their median)")
-    ap.add_argument("--out-dir", default="figures")
+    ap.add_argument("--out-dir", default="results/forward_speed")
     ap.add_argument("--name", default="forward_speed")
     args = ap.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]

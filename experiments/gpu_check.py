@@ -1,5 +1,5 @@
 """`make gpu-check`: the engine proven on CUDA, and the paper's setting measured at 7B scale, in one
-command; one JSON record, a figure and a table under figures/gpu/, and a printed summary.
+command; one JSON record, a figure and a table under results/gpu/, and a printed summary.
 
 Stages (`--stages`, default all, in this order; each merges its section into <out>/gpu_check.json,
 so that a run can be split over several invocations, e.g. where one command's time is limited;
@@ -33,7 +33,7 @@ Random weights are fine for timing (latency depends on shapes, not values) and m
 acceptance: every timing section says `random_weights: true`, and no τ comes from them.
 
 Without CUDA the same stages run at toy sizes on the CPU (conf/shape/toy-*, KV 64 and 128, trees up
-to 32 nodes, one prompt, 16 tokens) into figures/gpu-check-cpu/, and the summary says that no GPU
+to 32 nodes, one prompt, 16 tokens) into outputs/gpu-check-cpu/ (not kept), and the summary says that no GPU
 was found: this keeps the script working in CI; none of its figures describes a GPU.
 
     python -m experiments.gpu_check                               # everything (CUDA if present)
@@ -158,7 +158,7 @@ GPU = Profile(
 )
 CPU = Profile(
     device="cpu",
-    out="figures/gpu-check-cpu",
+    out="outputs/gpu-check-cpu",
     shapes=("toy-llama", "toy-qwen3"),
     dtype="float32",
     kv_lens=(64, 128),
@@ -974,7 +974,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--stages", default=",".join(STAGES), help=f"any of {', '.join(STAGES)}")
     ap.add_argument("--device", default=None, help="default: cuda if torch sees one, else cpu (toy sizes)")
     ap.add_argument("--shapes", default=None, help="conf/shape names (default: the profile's)")
-    ap.add_argument("--out", default=None, help="default: results/gpu (CUDA) or figures/gpu-check-cpu")
+    ap.add_argument("--out", default=None, help="default: results/gpu (CUDA) or outputs/gpu-check-cpu")
     ap.add_argument("--data-dir", default="../shared/data", help="benchmark files (see run.py's data_dir)")
     ap.add_argument("--results", default="results/reference", help="the SmolLM2 rows to project")
     ap.add_argument("--compile", default=None, choices=("true", "false"), help="time torch.compile too")

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1,2,4")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--out-dir", default="figures/half_query_rows")
+    parser.add_argument("--out-dir", default="results/half_query_ab")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -31,10 +31,11 @@ from goose.records.metrics import cell_summary, format_table
 from goose.records.results import results_path
 
 
-def _auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
+def auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
     """budget=auto: the engine's cost curve from `budget_profile` (a saved table, so that two runs
     on one machine draft the same trees) or calibrated now (once per process); every drafter is
-    wrapped. Returns (factory, the table as recorded in each row)."""
+    wrapped. Returns (factory, the table as recorded in each row). Shared by `run.py` and
+    `make bench` (experiments/bench.py)."""
     from goose.engine.budget.auto_budget import auto_budget_factory
     from goose.engine.budget.cost_model import LatencyTable, engine_latency
 
@@ -45,7 +46,7 @@ def _auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
         except (OSError, ValueError, KeyError) as exc:
             raise UserError(
                 f"budget_profile = {profile!r}: cannot read a latency table for dtype {dtype} ({exc}). "
-                "Write one with `make cost-curve` (figures/cost_curve.json) or leave budget_profile "
+                "Write one with `make cost-curve` (results/cost_curve/cost_curve.json) or leave budget_profile "
                 "unset to calibrate at start-up."
             ) from None
         source = str(profile)
@@ -103,14 +104,14 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     if profile and not Path(profile).is_file():
         raise UserError(
             f"budget_profile = {profile!r}: no such file. Write one with `make cost-curve` "
-            "(figures/cost_curve.json) or leave budget_profile unset to calibrate at start-up."
+            "(results/cost_curve/cost_curve.json) or leave budget_profile unset to calibrate at start-up."
         )
     loaded, engine = load_engine(cfg)
     chat, chat_why = chat_template_decision(cfg, spec, loaded.tokenizer)
     method = cfg.method.name
     latency_record = None
     if cfg.get("budget", "fixed") == "auto" and method != "ar":
-        make_drafter, latency_record = _auto_budget(make_drafter, engine, cfg.get("budget_profile"))
+        make_drafter, latency_record = auto_budget(make_drafter, engine, cfg.get("budget_profile"))
         method = f"{method}_auto"
     drafter_config = make_drafter().config()
     provenance = dict(loaded.provenance)

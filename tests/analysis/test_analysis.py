@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from analysis import heterogeneity, losslessness, make_figures, reproduction, sensitivity, tau_decomposition
@@ -353,6 +354,8 @@ EXPECTED = {
     "sampling_goose_advantage.md",
     "sampling_tau_vs_temperature.png",
     "performance_targets.md",
+    "cost_curve.png",
+    "cost_curve.pdf",
 }
 
 
@@ -371,8 +374,15 @@ BENCH_RATES = {
 }
 
 
+def records(path: Path):
+    """Results with no rows whose raw records are under `path` (bench/, forward_speed/)."""
+    from analysis.load import Results
+
+    return Results(rows=pd.DataFrame(), records=path)
+
+
 def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
-    """A `make bench` record as experiments/bench.py writes it: per-prompt runs (tokens, seconds)
+    """A legacy `make bench` record (out/bench/legacy/<name>): per-prompt runs (tokens, seconds)
     for 2 benches x 3 repeats x (engine AR, Goose auto, hf:pld), and a summary whose tokens/s are
     spreads (median, min, max over repeats), which the analysis must not divide."""
     import statistics
@@ -409,7 +419,23 @@ def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
         },
         "per_prompt": per_prompt,
     }
-    return write_record(out, name, record)
+    return write_record(out / "bench" / "legacy", name, record)
+
+
+def write_bench_rows(out: Path, name: str = "bfloat16") -> Path:
+    """The same runs as `write_bench_record`, as the rows `make bench` writes now:
+    out/bench/<name>/repeat<k>/smollm2-135m/<bench>.jsonl, one row per contender, prompt, repeat."""
+    methods = {"engine:ar": "ar", "engine:goose:auto": "goose_auto", "hf:pld": "hf_pld"}
+    protocol = {"model": "smollm2-135m", "limit": 1, "max_new_tokens": 60, "threads": 2}
+    protocol["contenders"] = list(methods)
+    for bench, rates in BENCH_RATES.items():
+        for rep in range(3):
+            for contender, method in methods.items():
+                r = row(method, f"{bench}/0", 60, 60, 60 / rates[contender][rep], bench, dtype="bfloat16")
+                r |= {"repeat": rep, "bench_protocol": protocol, "hardware": {"cpu": "test-cpu"}}
+                r["output_ids"] = [7] * 60
+                append_row(out / "bench" / name / f"repeat{rep}" / "smollm2-135m" / f"{bench}.jsonl", r)
+    return out / "bench" / name
 
 
 def write_record(out: Path, name: str, record: dict) -> Path:
@@ -424,11 +450,13 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
     from analysis.report import Skip
 
     out = tmp_path / "fig"
-    with pytest.raises(Skip, match="no greedy `make bench` record"):
-        wall_clock.build(None, out)
-    write_bench_record(out)
-    write_bench_record(out, "bench_sampling_T0.7_bfloat16.json")  # sampling records are not read
-    files = {p.name for p in wall_clock.build(None, out).files}
+    with pytest.raises(Skip, match="no greedy `make bench` run"):
+        wall_clock.build(records(tmp_path), out)
+    write_bench_record(tmp_path)
+    sampled = json.loads(write_bench_record(tmp_path, "bench_sampling_T0.7_bfloat16.json").read_text())
+    sampled["args"]["temperature"] = 0.7  # sampled runs are not read
+    write_record(tmp_path / "bench" / "legacy", "bench_sampling_T0.7_bfloat16.json", sampled)
+    files = {p.name for p in wall_clock.build(records(tmp_path), out).files}
     assert files == {
         f"wall_clock_bfloat16_vs_{b}.{e}" for b in ("engine_ar", "hf_pld") for e in ("md", "tex")
     }
@@ -445,11 +473,43 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
     )
 
 
+def test_bench_rows_give_the_tables_of_the_legacy_record(tmp_path):
+    """`make bench` rows (one folder per repeat) and the legacy record of the same runs give the
+    same ratios; a row run supersedes the legacy record of its name."""
+    from analysis import wall_clock
+
+    write_bench_record(tmp_path / "legacy")
+    write_bench_rows(tmp_path / "rows")
+    tables = {}
+    for kind in ("legacy", "rows"):
+        out = tmp_path / f"fig_{kind}"
+        wall_clock.build(records(tmp_path / kind), out)
+        tables[kind] = [
+            line
+            for line in (out / "wall_clock_bfloat16_vs_engine_ar.md").read_text().splitlines()
+            if line.startswith("| engine:") or line.startswith("| hf:")
+        ]
+    assert tables["rows"] == tables["legacy"]
+    assert tables["rows"][0].startswith("| engine:goose:auto | 2.00 [1.50, 4.00]")
+    ident = (tmp_path / "fig_rows" / "wall_clock_bfloat16_identical_to_engine_ar.md").read_text()
+    assert "| engine:goose:auto | 2/2 | 0 | 0 |  |" in ident
+    write_bench_record(tmp_path / "rows")  # the legacy record of the same name is superseded
+    assert [n for n, _ in wall_clock.bench_records(tmp_path / "rows")] == ["bfloat16"]
+    assert wall_clock.bench_records(tmp_path / "rows")[0][1]["source"] == "bench/bfloat16"
+
+
+def write_cost_curve_record(out: Path) -> Path:
+    """An experiments/cost_curve.py record (results/cost_curve/<name>.json)."""
+    table = {"sizes": [1, 2, 4], "seconds": [0.01, 0.011, 0.014], "samples": [[0.01], [0.011], [0.014]]}
+    record = {"args": {"model": "tiny", "kv_len": 256, "repeats": 1}, "tables": {"float32": table}}
+    return write_record(out / "cost_curve", "cost_curve.json", record)
+
+
 def test_wall_clock_lists_each_contenders_divergences_with_their_verdicts(tmp_path):
     from analysis import wall_clock
 
     out = tmp_path / "fig"
-    record = json.loads(write_bench_record(out).read_text())
+    record = json.loads(write_bench_record(tmp_path).read_text())
 
     def mismatch(pid: str, margin: float, near_tie: bool | None) -> dict:
         verdict = {} if near_tie is None else {"diff_margin": margin, "near_tie": near_tie}
@@ -470,12 +530,12 @@ def test_wall_clock_lists_each_contenders_divergences_with_their_verdicts(tmp_pa
         "hf:pld": {"identical": 99, "prompts": 100, "mismatches": [mismatch("a", 0, None)]},  # unclassified
         "engine:ar across repeats": {"unstable_prompts": []},
     }
-    write_record(out, "bench_bfloat16.json", record)
-    built = wall_clock.build(None, out)
+    write_record(tmp_path / "bench" / "legacy", "bench_bfloat16.json", record)
+    built = wall_clock.build(records(tmp_path), out)
     table = (out / "wall_clock_bfloat16_identical_to_engine_ar.md").read_text()
     assert "| engine:goose:auto | 97/100 | 2 | 1 | 0.125 |" in table
     assert "| hf:pld | 99/100 |  |  |  |" in table
-    assert built.notes == ["bench_bfloat16.json: 1 REAL divergences from engine:ar"]
+    assert built.notes == ["bfloat16: 1 REAL divergences from engine:ar"]
 
 
 def test_a_bench_resumed_on_other_machines_names_them_all(tmp_path):
@@ -524,7 +584,7 @@ def write_forward_speed_record(out: Path) -> Path:
             }
         },
     }
-    return write_record(out, "forward_speed_test.json", record)
+    return write_record(out / "forward_speed", "forward_speed_test.json", record)
 
 
 def test_performance_targets_report_every_figure_met_or_not(tmp_path):
@@ -533,10 +593,10 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
 
     out = tmp_path / "fig"
     with pytest.raises(Skip, match="no forward_speed"):
-        performance_targets.build(None, out)
-    write_forward_speed_record(out)
-    write_bench_record(out)
-    performance_targets.build(None, out)
+        performance_targets.build(records(tmp_path), out)
+    write_forward_speed_record(tmp_path)
+    write_bench_record(tmp_path)
+    performance_targets.build(records(tmp_path), out)
     rows = [r for r in (out / "performance_targets.md").read_text().splitlines() if r.startswith("| ")][1:]
     cells = [[c.strip() for c in r.strip("|").split(" | ")] for r in rows]
     by = {(c[0], c[1].split("`")[-2] if c[1].count("`") > 2 else c[1]): (c[3], c[4]) for c in cells}
@@ -552,7 +612,7 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
         "80.0 ms = 2.00× [2.00, 2.25] floor (40.0 ms)",
         "(no target)",
     )
-    bench = [c for c in cells if c[1].startswith("`bench_bfloat16.json`")]
+    bench = [c for c in cells if c[1].startswith("`bench/legacy/bench_bfloat16.json`")]
     goose_ar = next(c for c in bench if c[0].startswith("Goose auto ≥ 2.0× engine AR"))
     # per-repeat ratios (write_bench_record): HumanEval 4.0, 1.5, 2.0 and GSM8K 1.5, 2.0, 2.5
     assert goose_ar[3].startswith("lowest HumanEval 2.00× [1.50, 4.00]; all prompts 2.18× [1.80, 2.35]")
@@ -564,13 +624,14 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
     assert ar_step[1].endswith("engine AR decoding")
     assert ar_step[3:] == ["16.0 ms = 1.60× floor (10.0 ms at 50.0 GB/s)", "**not met**"]
     # a benchmark below the target fails the every-benchmark target
-    record = json.loads((out / "bench_bfloat16.json").read_text())
+    legacy = tmp_path / "bench" / "legacy" / "bench_bfloat16.json"
+    record = json.loads(legacy.read_text())
     for prompt in record["per_prompt"]:
         if prompt["bench"] == "gsm8k":
             for run in prompt["runs"]:
                 run["engine:goose:auto"]["seconds"] *= 1.5
-    (out / "bench_bfloat16.json").write_text(json.dumps(record))
-    performance_targets.build(None, out)
+    legacy.write_text(json.dumps(record))
+    performance_targets.build(records(tmp_path), out)
     table = (out / "performance_targets.md").read_text()
     row = next(r for r in table.splitlines() if "Goose auto ≥ 2.0× engine AR" in r)
     assert "lowest GSM8K 1.33×" in row and row.endswith("| **not met** |")
@@ -578,8 +639,10 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
 
 def test_make_figures_writes_every_file(grid, tmp_path, capsys):
     out = tmp_path / "fig"
-    write_bench_record(out)
-    assert make_figures.main(["--results", str(grid), "--out", str(out)]) == 0
+    write_bench_record(tmp_path / "rec")
+    write_cost_curve_record(tmp_path / "rec")
+    args = ["--results", str(grid), "--records", str(tmp_path / "rec"), "--out", str(out)]
+    assert make_figures.main(args) == 0
     written = {p.name for p in out.iterdir()}
     assert EXPECTED <= written, EXPECTED - written
     printed = capsys.readouterr().out

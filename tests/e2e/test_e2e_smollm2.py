@@ -127,6 +127,7 @@ def test_bench_samples_side_by_side_and_reports_the_floor(tmp_path):
     record = bench.main(
         ["--benches", "humaneval", "--limit", "1", "--max-new-tokens", "24", "--repeats", "1"]
         + ["--methods", "pld", "--hf", "greedy", "--temperature", "0.7", "--threads", "1"]
+        + ["--out", str(tmp_path / "bench")]
     )
     summary = record["summary"]
     assert summary["identical_to_engine_ar"]["engine:pld"]["identical"] == 1

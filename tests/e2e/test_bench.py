@@ -1,0 +1,97 @@
+"""`make bench` through the runner: every contender's rows in results/ (one folder per repeat),
+resumed by the runner's cell keys with the drafters' cross-prompt state, so that a run cut short
+and resumed drafts exactly what an uninterrupted run drafts."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments import bench
+from goose.engine.budget.cost_model import LatencyTable
+from goose.records.results import read_rows
+
+# Token Recycling at budget=auto: its table and auto's acceptance rates outlive a prompt, so a
+# resumed run that started from a fresh drafter would draft other trees.
+ARGS = ["--benches", "humaneval", "--limit", "2", "--max-new-tokens", "12", "--repeats", "2"]
+ARGS += ["--methods", "tr:auto", "--hf", "greedy", "--threads", "1"]
+
+
+def drafted(rows: list[dict]) -> list[tuple]:
+    """What each contender did on each prompt in each repeat, timings left out."""
+    return sorted(
+        (r["repeat"], r["bench"], str(r["prompt_id"]), r["method"], r["output_ids"], r.get("step_tree_size"))
+        for r in rows
+    )
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The bench's arguments (budget=auto from a fixed latency profile) and its rows when nothing
+    interrupts it."""
+    tmp = tmp_path_factory.mktemp("bench")
+    profile = tmp / "profile.json"
+    LatencyTable(sizes=[1, 2, 8, 32], seconds=[0.02, 0.021, 0.024, 0.04]).save(profile)
+    args = [*ARGS, "--latency", str(profile)]
+    record = bench.main([*args, "--out", str(tmp / "whole")])
+    return args, read_rows(tmp / "whole"), record
+
+
+def test_every_contender_writes_runner_rows_per_repeat(uninterrupted):
+    _, rows, record = uninterrupted
+    assert {r["method"] for r in rows} == {"ar", "tr_auto", "hf_greedy"}
+    assert len(rows) == 3 * 2 * 2  # contenders x prompts x repeats, one row each
+    assert {r["repeat"] for r in rows} == {0, 1}
+    assert {r["experiment"] for r in rows} == {"bench:whole"}
+    assert all(r["status"] == "ok" and r["lossless"] for r in rows)  # fp32: every output is AR's
+    assert all("prompt_hash" in r and "seeds" in r for r in rows)  # the runner's provenance, hf rows too
+    assert record["summary"]["identical_to_engine_ar"]["engine:tr:auto"]["identical"] == 2
+    assert list(record["summary"]["tokens_per_s"]) == ["engine:ar", "engine:tr:auto", "hf:greedy"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "stop_at_call",
+    [
+        4,  # repeat 1, prompt 2, Token Recycling: the runner restores its state after prompt 1
+        5,  # repeat 2, prompt 1: the state comes from the last checkpoint of repeat 1's file
+    ],
+)
+def test_an_interrupted_bench_resumes_with_the_same_drafts(
+    uninterrupted, tmp_path, monkeypatch, stop_at_call
+):
+    args, whole, _ = uninterrupted
+    out = tmp_path / "cut"
+    calls = 0
+    run_cell = bench.run_cell
+
+    def interrupt(*a, **k):  # engine AR and Token Recycling, one call each per prompt
+        nonlocal calls
+        calls += 1
+        if calls == stop_at_call:
+            raise KeyboardInterrupt
+        return run_cell(*a, **k)
+
+    monkeypatch.setattr(bench, "run_cell", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main([*args, "--out", str(out)])
+    cut = read_rows(out)
+    assert 0 < len(cut) < len(whole)
+    monkeypatch.setattr(bench, "run_cell", run_cell)
+    shown = bench.main([*args, "--out", str(out), "--show-partial"])  # reads the rows, runs nothing
+    assert "engine:ar" in shown["summary"]["tokens_per_s"]
+    assert len(read_rows(out)) == len(cut)
+    bench.main([*args, "--out", str(out)])
+    resumed = read_rows(out)
+    assert len(resumed) == len(whole)  # nothing ran twice
+    assert drafted(resumed) == drafted(whole)
+
+
+def test_show_partial_without_rows_says_so(tmp_path):
+    with pytest.raises(SystemExit, match="no rows to show"):
+        bench.main(["--out", str(tmp_path / "none"), "--show-partial"])
+
+
+def test_an_unknown_transformers_contender_is_refused_before_loading_anything(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--hf", "beam"])
+    assert "unknown --hf contender 'beam'" in capsys.readouterr().err
