@@ -2,7 +2,7 @@
 branch (adjacency) tokens, mean per bench with p_s/p_t above each pair, and the ratio p_s/p_t per
 model × bench as a heatmap.
 
-p_s, p_t = Σ accepted / Σ offered of the source over a cell (SPEC; unconditional: a token whose
+p_s, p_t = Σ accepted / Σ offered of the source over a cell (docs/paper.md; unconditional: a token whose
 parent was rejected counts as offered). They come from Goose's rows; where a cell has no Goose
 rows, or Goose offered no token of a source there, p_s falls back to PLD's rows and p_t to TR's,
 and the table says which method each rate came from. The per-bench bars average the cells' rates

@@ -2,7 +2,7 @@
 bars, Goose's values annotated).
 
 Only the methods' reference configs (the main grid) are compared, and in each setting (model,
-bench, max_new_tokens, dtype) only on the prompts every method present completed (SPEC): a bench
+bench, max_new_tokens, dtype) only on the prompts every method present completed (docs/paper.md): a bench
 whose run is still in progress shows fewer prompts (column n of the long table). The mean over
 benches weights each bench equally. `all_cells.csv` lists every cell of the results (every
 method and config, each on all its own prompts) for readers who want more.
@@ -146,7 +146,7 @@ def build(res: Results, out: Path) -> Output:
     notes = [
         "τ = Σ generated tokens / Σ forward calls (prefill counted); × = tokens/s over AR's on the same prompts.",
         "Per setting, only prompts completed by every method listed count (n prompts); Mean = unweighted mean over benches.",
-        "† timed in another session than its AR reference (e.g. regenerated later, or while other runs shared "
+        "† timed in another run than its AR reference (e.g. regenerated later, or while other runs shared "
         "the machine): that speedup is not a side-by-side wall-clock measurement; τ is exact either way.",
         res.scope(),
     ]
@@ -164,7 +164,7 @@ def build(res: Results, out: Path) -> Output:
         "tokens/s",
         "speedup",
         "per-prompt speedup median [IQR]",
-        "timed in AR's session",
+        "timed in AR's run",
     ]
     long_rows = []
     for model in models:
@@ -200,7 +200,7 @@ def build(res: Results, out: Path) -> Output:
         "Main results per cell, with the spread of per-prompt speedups",
         [
             "speedup is a ratio of sums (Σ tokens / Σ time vs AR's), so one slow prompt weighs in full; the median and IQR are over per-prompt speedups.",
-            "timed in AR's session: share of prompts whose AR reference row comes from the same run session (SPEC wants 100%; ⚠ = a resumed run, timings taken at different times).",
+            "timed in AR's run: share of prompts whose AR reference row comes from the same run session (the paper wants 100%; ⚠ = a resumed run, timings taken at different times).",
             res.scope(),
         ],
     )

@@ -1,5 +1,5 @@
 """Non-degradation, like for like: τ(Goose) against max(τ(PLD), τ(TR)) when Goose and TR draw on
-the same sources (SPEC "Non-degradation": Goose's tree contains PLD's chain and TR-like branches).
+the same sources (docs/paper.md, "Non-degradation": Goose's tree contains PLD's chain and TR-like branches).
 
 In the main grid TR keeps its adjacency table across the prompts of a run (the TR paper) while
 Goose starts every prompt with an empty one (the Goose paper), so TR may see more. Two fair

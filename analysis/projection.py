@@ -191,7 +191,7 @@ def project(
                 "method": method,
                 "bench": bench,
                 "prompts": len(common),
-                # SPEC's τ: generated tokens / forward calls, the prefill counted as one call
+                # the paper's τ: generated tokens / forward calls, the prefill counted as one call
                 "tau": sum(int(mine[p]["generated_tokens"]) for p in common) / (steps + len(common)),
                 "mean_tree": sum(sum(mine[p]["step_tree_size"]) for p in common) / steps,
                 "host_ms_per_step": host.get(method, 0.0) * 1e3,

@@ -128,7 +128,7 @@ def rows_for(res: Results, pv: dict[str, Any]) -> tuple[list[list[str]], list[st
         _where(lo, hi, c["low"], c["high"]),
         f"{len(g)} model × bench cells (Goose vs AR on shared prompts"
         + (
-            f"; {100 * g['ar_same_session'].min():.0f}% to {100 * g['ar_same_session'].max():.0f}% of prompts timed in AR's session)"
+            f"; {100 * g['ar_same_session'].min():.0f}% to {100 * g['ar_same_session'].max():.0f}% of prompts timed in AR's run)"
             if len(g)
             else ")"
         ),

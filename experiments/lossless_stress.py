@@ -1,5 +1,5 @@
 """Losslessness under stress: every method on every offline benchmark, each prompt compared token
-by token with greedy AR (SPEC "Lossless").
+by token with greedy AR (docs/paper.md, "Lossless").
 
 For each method x bench: the share of prompts whose output is identical to AR's, and for every
 mismatch the first differing index, the top-2 logit margin of a teacher-forced forward over AR's

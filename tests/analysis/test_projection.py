@@ -89,6 +89,6 @@ def test_on_the_shipped_rows_a_flat_curve_projects_the_ratio_of_tau():
     by_cell = {(r["method"], r["bench"]): r for r in table}
     for (method, bench), r in by_cell.items():
         ar = by_cell[("ar", bench)]
-        # with every forward call costing the same, the speed-up is τ_m / τ_AR (SPEC's τ)
+        # with every forward call costing the same, the speed-up is τ_m / τ_AR (the paper's τ)
         assert r["projected_speedup"] == pytest.approx(r["tau"] / ar["tau"], rel=1e-9), (method, bench)
     assert by_cell[("goose", "humaneval")]["projected_speedup"] > 2.0

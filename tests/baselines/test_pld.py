@@ -1,4 +1,4 @@
-"""Prompt Lookup Decoding drafter: the matcher cases of SPEC's PLD (n = 3, 2, 1; up to 10 tokens)."""
+"""Prompt Lookup Decoding drafter: the matcher cases of the paper's PLD (n = 3, 2, 1; up to 10 tokens)."""
 
 from __future__ import annotations
 

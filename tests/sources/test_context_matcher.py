@@ -1,4 +1,4 @@
-"""Context matcher (SPEC "Goose" step 1): earliest occurrence, n preference, consensus, incremental
+"""Context matcher (docs/paper.md, "Goose" step 1): earliest occurrence, n preference, consensus, incremental
 index == brute-force rescan, chain extension by repeated matching."""
 
 from __future__ import annotations
