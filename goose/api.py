@@ -1,14 +1,6 @@
-"""The Python API: one call runs any configured method on a model and a prompt.
-
-    import goose
-    out = goose.speculate("smollm2-135m", prompt="Write a haiku about geese.", max_new_tokens=64)
-    print(out.text, out.tau)
-
-The method comes from conf/method/<method>.yaml (composed by Hydra, as `run.py method=<method>`
-does), its hyperparameters overridden by keyword and validated as the harness validates a run's
-config; the model is a configured name (conf/model/<name>.yaml, loaded as `run.py` loads it) or a
-transformers causal LM with its tokenizer. The drafter and the engine are built by the harness's
-builders (goose.harness.compose) and the prompt runs through the harness's decode loop.
+"""The Python API: `speculate` runs any configured method (conf/method/, hyperparameters overridden by
+keyword and validated as a run's config) on a configured model name or a transformers causal LM and
+its tokenizer, through the harness's builders and decode loop. Example: docs/api.md.
 """
 
 from __future__ import annotations
@@ -24,11 +16,8 @@ from goose.validation import check_choice, check_int
 
 @dataclass(frozen=True)
 class Speculation:
-    """One generation and its statistics (the fields of a result row, goose.harness.runner).
-
-    tau: τ, generated tokens per target forward call, the prefill counted as one call (SPEC).
-    accepted_lengths: drafted tokens accepted at each verification step (the bonus token excluded).
-    """
+    """One generation and its statistics, as a result row has them: τ = generated tokens per target
+    forward call, prefill counted (docs/paper.md); accepted_lengths excludes the bonus token."""
 
     text: str  # the generated tokens decoded, special tokens skipped
     token_ids: list[int]  # the generated tokens (EOS kept)
@@ -93,14 +82,14 @@ _USER_ENGINE: dict[str, Any] = {}  # the engine of the last transformers model p
 def _user_engine(model: Any, tokenizer: Any, cfg: DictConfig) -> Any:
     """The verification engine of a transformers model (set to eval mode), built once per model."""
     from goose.harness.compose import build_engine, engine_settings
-    from goose.harness.models import _eos_ids
+    from goose.harness.models import eos_ids
 
     key = repr((id(model), *engine_settings(cfg).values()))
     if _USER_ENGINE.get("key") != key or _USER_ENGINE["engine"].model is not model:
         _USER_ENGINE.clear()
         model.eval()
         context = getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length
-        engine = build_engine(model, tokenizer, _eos_ids(tokenizer, model), int(context), cfg)
+        engine = build_engine(model, tokenizer, eos_ids(tokenizer, model), int(context), cfg)
         _USER_ENGINE.update(key=key, engine=engine)
     return _USER_ENGINE["engine"]
 

@@ -220,7 +220,7 @@ def load_model(
         hf_id=hf_id,
         dtype=torch_dtype,
         device=model.get_input_embeddings().weight.device,
-        eos_token_ids=_eos_ids(tokenizer, model),
+        eos_token_ids=eos_ids(tokenizer, model),
         context_length=int(getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length),
         provenance=provenance,
     )
@@ -331,7 +331,7 @@ def _load_hub(
         ) from exc
 
 
-def _eos_ids(tokenizer: Any, model: Any) -> list[int]:
+def eos_ids(tokenizer: Any, model: Any) -> list[int]:
     ids: list[int] = []
     for value in (
         tokenizer.eos_token_id,
