@@ -260,17 +260,16 @@ def check_node(path: str, node: Any, schema: type) -> None:
 
 def drafter_parameters(cls: type) -> tuple[str, ...] | None:
     """Keyword arguments the drafter class accepts, or None if it takes arbitrary ones (which the
-    constructor then checks itself). GooseDrafter takes GooseConfig's fields plus `name`."""
-    from goose.method.config import GooseConfig
-    from goose.method.drafter import GooseDrafter
-
+    constructor then checks itself). A drafter with a `config_class` (GooseDrafter: GooseConfig) takes that
+    dataclass's fields besides its named parameters."""
     params = inspect.signature(cls.__init__).parameters.values()
     named = tuple(
         p.name for p in params if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     )
     if any(p.kind is p.VAR_KEYWORD for p in params):
-        if issubclass(cls, GooseDrafter):
-            return named + GooseConfig.field_names()
+        config_class = getattr(cls, "config_class", None)
+        if config_class is not None:
+            return named + tuple(f for f in config_class.field_names() if f not in named)
         return None
     return named
 

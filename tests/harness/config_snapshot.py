@@ -81,12 +81,16 @@ def snapshot() -> dict[str, Any]:
         rest = {k: v for k, v in sweep.items() if k not in ("model", "bench")}
         first = {k: v[0] for k, v in sweep.items()}
         combos = [dict(zip(rest, values, strict=True)) for values in itertools.product(*rest.values())]
-        combos += [{"model": m} for m in sweep.get("model", [])] + [{"bench": b} for b in sweep.get("bench", [])]
+        combos += [{"model": m} for m in sweep.get("model", [])] + [
+            {"bench": b} for b in sweep.get("bench", [])
+        ]
         for combo in combos:
             job = {**first, **combo}
             key = " ".join(f"{k}={v}" for k, v in job.items())
             if key not in jobs:
-                jobs[key] = _digest(_job(_compose([f"+experiment={name}"] + [f"{k}={v}" for k, v in job.items()])))
+                jobs[key] = _digest(
+                    _job(_compose([f"+experiment={name}"] + [f"{k}={v}" for k, v in job.items()]))
+                )
         out["experiment"][name] = jobs
     return out
 

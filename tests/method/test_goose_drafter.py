@@ -60,6 +60,7 @@ def test_defaults_are_table_5():
     assert (cfg.max_chain, cfg.max_extended_chain, cfg.long_match) == (20, 100, 8)
     assert (cfg.ema_alpha, cfg.ema_init, cfg.ngram_lengths) == (0.3, 0.5, (5, 4, 3))
     assert cfg.spine_ratio_tiers == (0.15, 0.30, 0.50) and cfg.chain_extension_threshold == 0.6
+    assert cfg.spine_ratio_thresholds == (0.2, 0.4)
     assert cfg.use_bigram and cfg.prefill_harvest and cfg.use_confidence
 
 
