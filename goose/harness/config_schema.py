@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import re
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -193,11 +195,68 @@ class GooseBenchConfig:
     sampling: SamplingSchema = field(default_factory=SamplingSchema)
 
 
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+DRAFTER_GROUP = "drafter"
+
+
+def _plain_default(value: Any) -> bool:
+    """A default a YAML node can hold and give back unchanged: a scalar, None or a flat list of scalars."""
+    scalar = (str, int, float, bool, type(None))
+    return isinstance(value, scalar) or (
+        isinstance(value, (tuple, list)) and all(isinstance(v, scalar) for v in value)
+    )
+
+
+def drafter_schema(cls: type, target: str) -> type | None:
+    """The structured config of a drafter class: `_target_` and one field per keyword it accepts, with the
+    default of its config dataclass (`config_class`) or signature, so that a method YAML names only what
+    differs and a command line can override any field. Fields are typed Any: values are checked, with the
+    field, the value and the allowed range, by `validate_config` and the drafter's config. Parameters
+    without a plain default (e.g. TR's template) are left out (`+method.drafter.<key>` still sets them).
+    """
+    allowed = drafter_parameters(cls)
+    if allowed is None:
+        return None
+    config_class = getattr(cls, "config_class", None)
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class)} if config_class else {}
+    for p in inspect.signature(cls.__init__).parameters.values():
+        if p.default is not p.empty:
+            defaults[p.name] = p.default
+    specs: list[tuple[str, Any, Any]] = [("_target_", str, field(default=target))]
+    for name in allowed:
+        default = defaults.get(name, MISSING)
+        if default is dataclasses.MISSING:
+            default = MISSING
+        if not _plain_default(default):
+            continue
+        if isinstance(default, (tuple, list)):
+            specs.append((name, Any, field(default_factory=partial(list, default))))
+        else:
+            specs.append((name, Any, field(default=default)))
+    return dataclasses.make_dataclass(f"{cls.__name__}Schema", specs)
+
+
+def method_targets(conf_dir: Path = CONF_DIR) -> list[str]:
+    """The drafter classes the shipped method YAMLs name (`_target_:` lines of conf/method/)."""
+    found = re.findall(
+        r"^\s*_target_:\s*([\w.]+)",
+        "\n".join(p.read_text() for p in sorted((conf_dir / "method").glob("*.yaml"))),
+        flags=re.MULTILINE,
+    )
+    return sorted(set(found))
+
+
 def register() -> None:
-    ConfigStore.instance().store(group=SCHEMA_GROUP, name=SCHEMA_NAME, node=GooseBenchConfig)
-
-
-register()
+    """The run's schema, and under group `drafter` one structured config per drafter class that a method
+    YAML names (config name: the class name; a method YAML pulls it in with ``/drafter@drafter: <Class>``).
+    """
+    store = ConfigStore.instance()
+    store.store(group=SCHEMA_GROUP, name=SCHEMA_NAME, node=GooseBenchConfig)
+    for target in method_targets():
+        cls = _import_class(target)
+        schema = drafter_schema(cls, target)
+        if schema is not None:
+            store.store(group=DRAFTER_GROUP, name=cls.__name__, node=schema)
 
 
 def _check_type(name: str, value: Any, hint: Any) -> None:
@@ -313,3 +372,6 @@ def validate_config(cfg: DictConfig | Mapping[str, Any]) -> None:
     check_node("", plain, GooseBenchConfig)
     BenchmarkSpec.from_config(plain["bench"])  # the checks across bench fields (a BenchmarkError)
     check_drafter(str(plain["method"].get("name")), plain["method"]["drafter"])
+
+
+register()
