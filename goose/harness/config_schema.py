@@ -62,7 +62,8 @@ ModelSchema = _schema_from(ModelConfig, "ModelSchema", _MODEL_CHECKS)
 ModelSchema.__doc__ = "Schema of conf/model/*.yaml: goose.harness.models.ModelConfig with ranges."
 
 
-# Nested bench nodes are mappings with null leaves: an override cannot merge into a null node.
+# Nested bench nodes are mappings with null leaves, also where a bench YAML leaves them out: an override
+# cannot merge into a null node.
 @dataclass
 class HubSchema:
     """``bench.hub``: a Hugging Face Hub dataset (goose.harness.benchmarks.HubSource); path null =
@@ -111,14 +112,14 @@ class BenchSchema:
     limit: int | None = _bench("limit")
     data_file: str | None = None
     source: str = _bench("source", "auto")
-    hub: HubSchema | None = None
-    package: PackageSchema | None = None
+    hub: HubSchema | None = field(default_factory=HubSchema)
+    package: PackageSchema | None = field(default_factory=PackageSchema)
     data_dir_path: str | None = _bench("data_dir_path")
     format: str = _bench("format", "auto")
     prompt_template: str | None = _bench("prompt_template")
     prompt_field: str | None = None
     id_field: str | None = None
-    filter: FilterSchema | None = None
+    filter: FilterSchema | None = field(default_factory=FilterSchema)
     origin: str | None = None
     chat: bool = False
     chat_template: Any = _bench("chat_template", "auto")
