@@ -78,21 +78,19 @@ def _schema_from(
                 None,
             )
         specs.append((f.name, hint, _checked(default, checks.get(f.name))))
-    return dataclasses.make_dataclass(name, specs)
+    schema = dataclasses.make_dataclass(name, specs)
+    schema.__module__ = __name__  # picklable by reference (Hydra's joblib launcher ships the ConfigStore)
+    return schema
 
 
 ModelSchema = _schema_from(ModelConfig, "ModelSchema", _MODEL_CHECKS)
 ModelSchema.__doc__ = "Schema of conf/model/*.yaml: goose.harness.models.ModelConfig with ranges."
 # bench.hub / .package / .filter (goose.harness.benchmarks.HubSource, PackageFile, RecordFilter): mappings
 # with null leaves; their first field null = none (hub.split null = "train").
-_NESTED_SCHEMAS = {
-    cls: _schema_from(cls, name, {}, null=True)
-    for cls, name in (
-        (HubSource, "HubSchema"),
-        (PackageFile, "PackageSchema"),
-        (RecordFilter, "FilterSchema"),
-    )
-}
+HubSchema = _schema_from(HubSource, "HubSchema", {}, null=True)
+PackageSchema = _schema_from(PackageFile, "PackageSchema", {}, null=True)
+FilterSchema = _schema_from(RecordFilter, "FilterSchema", {}, null=True)
+_NESTED_SCHEMAS = {HubSource: HubSchema, PackageFile: PackageSchema, RecordFilter: FilterSchema}
 BenchSchema = _schema_from(BenchmarkSpec, "BenchSchema", FIELD_CHECKS, _NESTED_SCHEMAS)
 BenchSchema.__doc__ = """Schema of conf/bench/*.yaml: goose.harness.benchmarks.BenchmarkSpec with its FIELD_CHECKS;
 cross-field checks run in `validate_config`."""

@@ -58,7 +58,10 @@ def drafter_schema(cls: type, target: str) -> type | None:
             specs.append((name, Any, field(default_factory=partial(list, default))))
         else:
             specs.append((name, Any, field(default=default)))
-    return dataclasses.make_dataclass(f"{cls.__name__}Schema", specs)
+    schema = dataclasses.make_dataclass(f"{cls.__name__}Schema", specs)
+    schema.__module__ = __name__  # picklable by reference (Hydra's joblib launcher ships the ConfigStore)
+    globals()[schema.__name__] = schema
+    return schema
 
 
 def method_targets(conf_dir: Path = CONF_DIR) -> list[str]:
