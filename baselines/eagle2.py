@@ -8,11 +8,12 @@ nodes are kept. Scores are <= 1 and ties go to the earlier node, so the kept set
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from baselines.isotropic import AdjacencyDrafter, prev_of_anchor
 from goose.engine.core.tree import BRANCH, DraftTree
-from goose.validation import check_hyperparameters
+from goose.method.config import CandidatePoolConfig
 
 
 def prune_by_value(parents: Sequence[int], values: Sequence[float], keep: int) -> list[int]:
@@ -43,37 +44,45 @@ def subtree(tokens: Sequence[int], parents: Sequence[int], kept: Sequence[int]) 
     return tree
 
 
+@dataclass(frozen=True)
+class Eagle2Config(CandidatePoolConfig):
+    """EAGLE-2-style hyperparameters: Goose's candidate pool and `topk`, the most valuable nodes of a layer
+    expanded into the next."""
+
+    owner = "Eagle2Drafter"
+    topk: int = 10
+
+
 class Eagle2Drafter(AdjacencyDrafter):
     """Value-pruned dynamic tree over the adjacency table: budget B, depth D, `topk` nodes expanded per layer,
     K successors per row.
     """
 
+    config_class = Eagle2Config
+
     def __init__(
         self,
-        budget: int = 60,
-        max_depth: int = 6,
-        topk: int = 10,
-        k: int = 10,
-        min_score: float = 0.01,
-        use_bigram: bool = True,
-        prefill_harvest: bool = True,
+        budget: int = Eagle2Config.budget,
+        max_depth: int = Eagle2Config.max_depth,
+        topk: int = Eagle2Config.topk,
+        k: int = Eagle2Config.k,
+        min_score: float = Eagle2Config.min_score,
+        use_bigram: bool = Eagle2Config.use_bigram,
+        prefill_harvest: bool = Eagle2Config.prefill_harvest,
     ) -> None:
-        check_hyperparameters(type(self).__name__, budget=budget, max_depth=max_depth, topk=topk)
-        super().__init__("eagle2", k, min_score, use_bigram, prefill_harvest)
-        self.budget = budget
-        self.max_depth = max_depth
-        self.topk = topk
+        cfg = Eagle2Config(
+            budget=budget,
+            max_depth=max_depth,
+            topk=topk,
+            k=k,
+            min_score=min_score,
+            use_bigram=use_bigram,
+            prefill_harvest=prefill_harvest,
+        )
+        super().__init__("eagle2", cfg)
 
     def config(self) -> dict[str, Any]:
-        return {
-            "budget": self.budget,
-            "max_depth": self.max_depth,
-            "topk": self.topk,
-            "k": self.k,
-            "min_score": self.min_score,
-            "use_bigram": self.use_bigram,
-            "prefill_harvest": self.prefill_harvest,
-        }
+        return self.cfg.as_dict()
 
     def node_budget(self, committed: list[int]) -> int:
         return self.budget

@@ -6,14 +6,21 @@ context match's confidence (no spine, no chain extension). iso3 / iso5 keep B.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
-from baselines.isotropic import IsotropicDrafter
+from baselines.isotropic import IsotropicConfig, IsotropicDrafter
 from goose.method.confidence import effective_budget, match_confidence
+from goose.method.config import ContextMatchConfig
 from goose.sources.context_matcher import ContextMatcher
-from goose.validation import check_hyperparameters, check_int
+
+
+@dataclass(frozen=True)
+class IsotropicGooseBudgetConfig(IsotropicConfig, ContextMatchConfig):
+    """The isotropic control's hyperparameters plus Goose's context matcher and budget rule."""
+
+    owner = "IsotropicGooseBudgetDrafter"
 
 
 class IsotropicGooseBudgetDrafter(IsotropicDrafter):
@@ -21,39 +28,37 @@ class IsotropicGooseBudgetDrafter(IsotropicDrafter):
     IsotropicDrafter, plus Goose's matcher and confidence settings; stats: b_eff_sum.
     """
 
+    config_class = IsotropicGooseBudgetConfig
+
     def __init__(
         self,
         branching: int,
-        max_depth: int = 6,
-        budget: int = 60,
-        k: int = 10,
-        min_score: float = 0.01,
-        use_bigram: bool = True,
-        prefill_harvest: bool = True,
-        max_chain: int = 20,
-        max_extended_chain: int = 100,
-        long_match: int = 8,
-        ngram_lengths: Sequence[int] = (5, 4, 3),
+        max_depth: int = IsotropicGooseBudgetConfig.max_depth,
+        budget: int = IsotropicGooseBudgetConfig.budget,
+        k: int = IsotropicGooseBudgetConfig.k,
+        min_score: float = IsotropicGooseBudgetConfig.min_score,
+        use_bigram: bool = IsotropicGooseBudgetConfig.use_bigram,
+        prefill_harvest: bool = IsotropicGooseBudgetConfig.prefill_harvest,
+        max_chain: int = IsotropicGooseBudgetConfig.max_chain,
+        max_extended_chain: int = IsotropicGooseBudgetConfig.max_extended_chain,
+        long_match: int = IsotropicGooseBudgetConfig.long_match,
+        ngram_lengths: Sequence[int] = IsotropicGooseBudgetConfig.ngram_lengths,
     ) -> None:
-        super().__init__(branching, max_depth, budget, k, min_score, use_bigram, prefill_harvest)
-        owner = type(self).__name__
-        check_hyperparameters(owner, max_chain=max_chain, long_match=long_match, ngram_lengths=ngram_lengths)
-        check_int(f"{owner}.max_extended_chain", max_extended_chain, low=max_chain, why="at least max_chain")
+        super().__init__(
+            branching,
+            max_depth,
+            budget,
+            k,
+            min_score,
+            use_bigram,
+            prefill_harvest,
+            max_chain=max_chain,
+            max_extended_chain=max_extended_chain,
+            long_match=long_match,
+            ngram_lengths=ngram_lengths,
+        )
         self.name = f"iso{branching}_beff"
-        self.max_chain = max_chain
-        self.max_extended_chain = max_extended_chain
-        self.long_match = long_match
-        self.ngram_lengths = tuple(ngram_lengths)
-        self.matcher = ContextMatcher(self.ngram_lengths, max_chain)
-
-    def config(self) -> dict[str, Any]:
-        return {
-            **super().config(),
-            "max_chain": self.max_chain,
-            "max_extended_chain": self.max_extended_chain,
-            "long_match": self.long_match,
-            "ngram_lengths": list(self.ngram_lengths),
-        }
+        self.matcher = ContextMatcher(self.ngram_lengths, self.max_chain)
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         super().begin(prompt_ids, prefill_logits)

@@ -9,6 +9,7 @@ no root bigram from tree cycles, float16 unigram scores, whole-tree verification
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -16,34 +17,40 @@ import torch
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.method.compat import HARNESS, CompatRules, check_compat, rules_for
-from goose.method.config import GooseConfig
+from goose.method.config import CandidatePoolConfig, GooseConfig
 from goose.sources.adjacency import AdjacencyTable
 from goose.sources.context_matcher import ContextMatcher
-from goose.validation import check_hyperparameters
 
 
 def prev_of_anchor(committed: list[int]) -> int | None:
     return committed[-2] if len(committed) >= 2 else None
 
 
+@dataclass(frozen=True)
+class IsotropicConfig(CandidatePoolConfig):
+    """The isotropic control's hyperparameters: Goose's candidate pool, `branching` children per node (3 for
+    iso3, 5 for iso5) and `compat` (goose.method.compat)."""
+
+    owner = "IsotropicDrafter"
+    branching: int = field(kw_only=True)
+    compat: str = field(default="harness", kw_only=True)
+
+    def _validate(self) -> None:
+        super()._validate()
+        check_compat(self.owner_name(), self.compat)
+
+
 class AdjacencyDrafter(Drafter):
-    """Shared state of the drafters reading a per-prompt adjacency table (iso, eagle2): allocated in `begin`,
-    reset per prompt, seeded from the prefill if `prefill_harvest`, updated from every node.
+    """Shared state of the drafters reading a per-prompt adjacency table (iso, eagle2, OPT-Tree): allocated in
+    `begin`, reset per prompt, seeded from the prefill if `prefill_harvest`, updated from every node. `cfg`
+    (validated when built) holds the hyperparameters; each field is also an attribute.
     """
 
-    def __init__(self, name: str, k: int, min_score: float, use_bigram: bool, prefill_harvest: bool) -> None:
+    def __init__(self, name: str, cfg: CandidatePoolConfig) -> None:
         super().__init__(name=name)
-        check_hyperparameters(
-            type(self).__name__,
-            k=k,
-            min_score=min_score,
-            use_bigram=use_bigram,
-            prefill_harvest=prefill_harvest,
-        )
-        self.k = k
-        self.min_score = min_score
-        self.use_bigram = use_bigram
-        self.prefill_harvest = prefill_harvest
+        self.cfg = cfg
+        for key in cfg.field_names():
+            setattr(self, key, getattr(cfg, key))
         self.table: AdjacencyTable | None = None
         self._prev_anchor: int | None = None
         self.rules: CompatRules = HARNESS  # compat rules (goose.method.compat); subclasses may set them
@@ -87,25 +94,33 @@ class IsotropicDrafter(AdjacencyDrafter):
     chain, else AR, with Goose's default matcher.
     """
 
+    config_class: type[IsotropicConfig] = IsotropicConfig
+
     def __init__(
         self,
         branching: int,
-        max_depth: int = 6,
-        budget: int = 60,
-        k: int = 10,
-        min_score: float = 0.01,
-        use_bigram: bool = True,
-        prefill_harvest: bool = True,
-        compat: str = "harness",
+        max_depth: int = IsotropicConfig.max_depth,
+        budget: int = IsotropicConfig.budget,
+        k: int = IsotropicConfig.k,
+        min_score: float = IsotropicConfig.min_score,
+        use_bigram: bool = IsotropicConfig.use_bigram,
+        prefill_harvest: bool = IsotropicConfig.prefill_harvest,
+        compat: str = IsotropicConfig.compat,
+        **more: Any,
     ) -> None:
-        check_hyperparameters(type(self).__name__, branching=branching, max_depth=max_depth, budget=budget)
-        check_compat(type(self).__name__, compat)
-        super().__init__(f"iso{branching}", k, min_score, use_bigram, prefill_harvest)
-        self.branching = branching
-        self.max_depth = max_depth
-        self.budget = budget
-        self.compat = compat
-        self.rules = rules_for(compat)
+        cfg = self.config_class(
+            branching=branching,
+            max_depth=max_depth,
+            budget=budget,
+            k=k,
+            min_score=min_score,
+            use_bigram=use_bigram,
+            prefill_harvest=prefill_harvest,
+            compat=compat,
+            **more,
+        )
+        super().__init__(f"iso{branching}", cfg)
+        self.rules = rules_for(self.compat)
         goose = GooseConfig()  # the official isotropic control runs Goose's matcher at its defaults
         self._goose = goose
         self.matcher = ContextMatcher(goose.ngram_lengths, goose.max_chain)
@@ -115,15 +130,7 @@ class IsotropicDrafter(AdjacencyDrafter):
         return not self.rules.cut_to_budget
 
     def config(self) -> dict[str, Any]:
-        out = {
-            "branching": self.branching,
-            "max_depth": self.max_depth,
-            "budget": self.budget,
-            "k": self.k,
-            "min_score": self.min_score,
-            "use_bigram": self.use_bigram,
-            "prefill_harvest": self.prefill_harvest,
-        }
+        out = {key: value for key, value in self.cfg.as_dict().items() if key != "compat"}
         if self.compat != "harness":  # the default is left out: earlier rows keep their config hash
             out["compat"] = self.compat
         return out

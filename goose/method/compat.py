@@ -20,6 +20,7 @@ from goose.method.confidence import (
     safe_ceil,
     safe_floor,
 )
+from goose.method.config import GooseConfig
 from goose.validation import check_choice
 
 COMPAT_MODES = ("harness", "authors")
@@ -32,7 +33,9 @@ def check_compat(owner: str, value: object) -> str:
     return check_choice(f"{owner}.compat", value, COMPAT_MODES, why=COMPAT_WHY)
 
 
-def authors_match_confidence(chain_len: int, consensus: bool, long_match: int = 8) -> float:
+def authors_match_confidence(
+    chain_len: int, consensus: bool, long_match: int = GooseConfig.long_match
+) -> float:
     """c as the official `match_confidence` computes it, with the literal 0.2 in the long-match ramp (the
     harness's 0.9 − 0.7 is one ulp more).
     """
@@ -73,17 +76,22 @@ class CompatRules:
     def ceil(self, x: float) -> int:
         return safe_ceil(x) if self.robust_rounding else math.ceil(x)
 
-    def confidence(self, chain_len: int, consensus: bool, long_match: int = 8) -> float:
+    def confidence(self, chain_len: int, consensus: bool, long_match: int = GooseConfig.long_match) -> float:
         """c of a context match (goose.method.confidence.match_confidence or the official one)."""
         if self.robust_rounding:
             return match_confidence(chain_len, consensus, long_match)
         return authors_match_confidence(chain_len, consensus, long_match)
 
-    def extension_limit(self, c: float, max_extended_chain: int = 100) -> int:
+    def extension_limit(self, c: float, max_extended_chain: int = GooseConfig.max_extended_chain) -> int:
         """int(max_extended_chain * c) (official: goose/decoding.py `_Session._extend_chain`)."""
         return self.floor(max_extended_chain * c)
 
-    def effective_budget(self, c: float, budget: int = 60, max_extended_chain: int = 100) -> int:
+    def effective_budget(
+        self,
+        c: float,
+        budget: int = GooseConfig.budget,
+        max_extended_chain: int = GooseConfig.max_extended_chain,
+    ) -> int:
         """B_eff = B + int(c · max(0, max_extended_chain − B)) (Goose §4.3, docs/paper.md)."""
         return budget + self.floor(c * max(0, max_extended_chain - budget))
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from goose.method.config import GooseConfig
+
 # The confidence schedule's constants (Goose §4.3; fixed in the paper, not swept).
 SHORT_MATCH_CEILING = 0.6  # c = 0.6 * len / long_match below long_match
 LONG_MATCH_FLOOR = 0.7  # c at len == long_match
@@ -28,7 +30,7 @@ def safe_ceil(x: float) -> int:
     return math.ceil(x - _EPS)
 
 
-def match_confidence(chain_len: int, consensus: bool, long_match: int = 8) -> float:
+def match_confidence(chain_len: int, consensus: bool, long_match: int = GooseConfig.long_match) -> float:
     """Confidence c of a context match of `chain_len` tokens: 0 without a chain, 1 on consensus, min(0.9, 0.7
     + 0.2·(len − 8)/12) from long_match (8) on, else 0.6·len/8.
     """
@@ -42,20 +44,22 @@ def match_confidence(chain_len: int, consensus: bool, long_match: int = 8) -> fl
     return SHORT_MATCH_CEILING * chain_len / long_match
 
 
-def extension_limit(c: float, max_extended_chain: int = 100) -> int:
+def extension_limit(c: float, max_extended_chain: int = GooseConfig.max_extended_chain) -> int:
     """Length a chain of confidence c > threshold is extended to: int(max_extended_chain * c)."""
     return safe_floor(max_extended_chain * c)
 
 
-def effective_budget(c: float, budget: int = 60, max_extended_chain: int = 100) -> int:
+def effective_budget(
+    c: float, budget: int = GooseConfig.budget, max_extended_chain: int = GooseConfig.max_extended_chain
+) -> int:
     """B_eff = B + int(c · (max_extended_chain − B)), never below B (a sweep may set B > 100)."""
     return budget + safe_floor(c * max(0, max_extended_chain - budget))
 
 
 def base_spine_ratio(
     ema: float,
-    tiers: Sequence[float] = (0.15, 0.30, 0.50),
-    thresholds: Sequence[float] = (0.2, 0.4),
+    tiers: Sequence[float] = GooseConfig.spine_ratio_tiers,
+    thresholds: Sequence[float] = GooseConfig.spine_ratio_thresholds,
 ) -> float:
     """Base tier of the spine ratio from the spine-acceptance EMA a: a<0.2 -> 0.15, a<0.4 -> 0.30,
     else 0.50."""
@@ -69,8 +73,8 @@ def base_spine_ratio(
 def spine_ratio(
     c: float,
     ema: float,
-    tiers: Sequence[float] = (0.15, 0.30, 0.50),
-    thresholds: Sequence[float] = (0.2, 0.4),
+    tiers: Sequence[float] = GooseConfig.spine_ratio_tiers,
+    thresholds: Sequence[float] = GooseConfig.spine_ratio_thresholds,
 ) -> float:
     """Share of B_eff the spine may take: base + c * (1 - base)."""
     base = base_spine_ratio(ema, tiers, thresholds)
@@ -98,7 +102,7 @@ class SpineAcceptanceEMA:
     """The spine-acceptance EMA a (initial 0.5): after each tree cycle with a spine,
     a <- α * (accepted spine nodes / spine nodes) + (1 - α) * a."""
 
-    def __init__(self, alpha: float = 0.3, initial: float = 0.5) -> None:
+    def __init__(self, alpha: float = GooseConfig.ema_alpha, initial: float = GooseConfig.ema_init) -> None:
         self.alpha = alpha
         self.initial = initial
         self.value = initial

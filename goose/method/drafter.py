@@ -36,6 +36,8 @@ class GooseDrafter(Drafter):
     and the branch tokens accepted); shape_* (goose.method.tree_shape).
     """
 
+    config_class = GooseConfig
+
     def __init__(self, name: str = "goose", **hyperparameters: Any) -> None:
         super().__init__(name=name)
         self.cfg = GooseConfig(**hyperparameters)

@@ -15,6 +15,7 @@ from typing import Protocol
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.method.compat import HARNESS, CompatRules
 from goose.method.confidence import safe_floor, spine_length
+from goose.method.config import GooseConfig
 
 
 class SuccessorSource(Protocol):
@@ -78,10 +79,10 @@ def build_spine_tree(
     *,
     budget: int,
     ratio: float,
-    rho: float = 0.5,
-    max_depth: int = 6,
-    k: int = 10,
-    min_score: float = 0.01,
+    rho: float = GooseConfig.rho,
+    max_depth: int = GooseConfig.max_depth,
+    k: int = GooseConfig.k,
+    min_score: float = GooseConfig.min_score,
     rules: CompatRules = HARNESS,
 ) -> DraftTree:
     """Build the spine tree (a pure branch tree when `chain` is empty): `budget` is B_eff, `ratio` the spine

@@ -37,9 +37,10 @@ class _Occurrences:
 
 
 class ContextMatcher:
-    """Incremental n-gram index over prompt + committed tokens (ngram_lengths longest first; max_chain)."""
+    """Incremental n-gram index over prompt + committed tokens (ngram_lengths longest first; max_chain). No
+    defaults here: each drafter passes its config's (Goose's: goose.method.config.ContextMatchConfig)."""
 
-    def __init__(self, ngram_lengths: Sequence[int] = (5, 4, 3), max_chain: int = 20) -> None:
+    def __init__(self, ngram_lengths: Sequence[int], max_chain: int) -> None:
         if max_chain < 1:
             raise ValueError(f"max_chain = {max_chain}: must be >= 1")
         if not ngram_lengths or min(ngram_lengths) < 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -106,3 +107,11 @@ def test_goose_gguf_dir_is_looked_at_first_and_ignored_when_it_lacks_the_file(tm
     )
     with pytest.raises(models.ModelUnavailableError, match="'no_such_package' is not installed"):
         models.locate_gguf("no_such_package", "other.gguf")
+
+
+def test_every_model_file_lists_only_what_differs_from_model_config() -> None:
+    defaults = {f.name: f.default for f in dataclasses.fields(models.ModelConfig)}
+    for path in sorted(CONF.glob("*.yaml")):
+        raw = OmegaConf.to_container(OmegaConf.load(path))
+        assert set(raw) <= set(defaults), path.name
+        assert not [k for k, v in raw.items() if v == defaults[k]], path.name  # no default restated

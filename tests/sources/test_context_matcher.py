@@ -99,7 +99,7 @@ def test_max_chain_cuts_the_continuation():
 def test_no_match():
     found = matcher_over([1, 2, 3, 4, 5, 6]).match()
     assert (found.chain, found.n, found.consensus) == ([], 0, False)
-    assert ContextMatcher().match().chain == []
+    assert ContextMatcher((5, 4, 3), 20).match().chain == []
 
 
 def test_incremental_index_equals_brute_force_rescan():
