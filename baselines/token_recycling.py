@@ -1,11 +1,7 @@
 """Token Recycling (Luo et al., ACL 2025) as docs/paper.md (Baselines) defines it: a [V, 8] table of top-8
 successor ids, overwritten from every tree node's logits (not the prefill), kept across the prompts of a
-run; drafts fill a fixed 80-node, 6-level template breadth-first from the anchor.
-
-The paper gives only the level sizes (8, 21, 25, 15, 8, 3), so `TR_TEMPLATE` is designed here: rank paths
-(r_1, …, r_d) with the highest Zipf-like prior Π 1/(r_j + 1) among children of the previous level's paths
-(prefix-closed, ties to the smaller path). `design_template` is that rule; a test checks that it reproduces
-the table.
+run; drafts fill a fixed 80-node, 6-level template breadth-first from the anchor. The paper gives only the
+level sizes, so `TR_TEMPLATE` is designed here by `design_template`'s rule (a test checks it).
 """
 
 from __future__ import annotations
@@ -53,8 +49,7 @@ def design_template(
     level_sizes: tuple[int, ...] = TR_LEVEL_SIZES, k: int = TR_K, alpha: float = 1.0
 ) -> tuple[tuple[int, ...], ...]:
     """The rule behind TR_TEMPLATE: per level, the `size` children of the previous level's paths with the
-    highest prior Π 1/(r+1)**alpha, ties to the smaller path, in lexicographic order.
-    """
+    highest prior Π 1/(r+1)**alpha, ties to the smaller path, in lexicographic order."""
     prior: dict[tuple[int, ...], float] = {(): 1.0}
     frontier: list[tuple[int, ...]] = [()]
     template: list[tuple[int, ...]] = []
@@ -89,8 +84,7 @@ def fill_template(
     anchor: int, table: AdjacencyTable, template: tuple[tuple[int, ...], ...] = TR_TEMPLATE
 ) -> DraftTree:
     """Fill the rank-path template breadth-first: node (r_1..r_d) takes the r_d-th successor of its parent's
-    token, skipped with its subtree when missing. Parents must come first.
-    """
+    token, skipped with its subtree when missing. Parents must come first."""
     tree = DraftTree.single(anchor)
     node_of: dict[tuple[int, ...], int] = {(): 0}
     succ_of: dict[int, list[int]] = {}
@@ -118,8 +112,7 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
         name: str = "tr",
     ) -> None:
         """persistent_table: keep the table across prompts (TR's setting); false starts each prompt empty, as
-        Goose does (the like-for-like comparison).
-        """
+        Goose does (the like-for-like comparison)."""
         super().__init__(name=name)
         check_hyperparameters("TokenRecyclingDrafter", k=k)
         self.persistent_table = check_bool("TokenRecyclingDrafter.persistent_table", persistent_table)
@@ -139,8 +132,7 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Allocate the table on the first prompt; keep it unless `persistent_table` is off (no prefill
-        harvest either way).
-        """
+        harvest either way)."""
         super().begin(prompt_ids, prefill_logits)
         vocab = prefill_logits.shape[-1]
         if self.table is None or not self.persistent_table:

@@ -1,7 +1,5 @@
-"""The Python API: `speculate` runs any configured method (conf/method/, hyperparameters overridden by
-keyword and validated as a run's config) on a configured model name or a transformers causal LM and
-its tokenizer, through the harness's builders and decode loop. Example: docs/api.md.
-"""
+"""The Python API: `speculate` runs any configured method (hyperparameters by keyword, validated as a run's)
+on a configured model or a transformers causal LM, through the harness's decode loop. Example: docs/api.md."""
 
 from __future__ import annotations
 
@@ -95,9 +93,8 @@ def _user_engine(model: Any, tokenizer: Any, cfg: DictConfig) -> Any:
 
 
 def _chat_template(setting: bool | str, instruct: bool | None, tokenizer: Any) -> bool:
-    """bench.chat_template's rule for one free prompt (goose.harness.chat): "auto" applies the
-    template when the model is instruction-tuned (for a transformers model, unknown: whenever its
-    tokenizer has a template); True requires a template."""
+    """bench.chat_template's rule for one free prompt (goose.harness.chat); "auto" on a transformers model,
+    whose instruct flag is unknown, applies any template its tokenizer has."""
     from goose.harness.chat import has_chat_template
 
     check_choice("chat_template", setting, ("auto", True, False), why="auto: instruct models only")

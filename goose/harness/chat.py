@@ -1,9 +1,6 @@
-"""Chat templates: whether a run wraps its prompts in the tokenizer's chat template, and a prompt's token ids
-either way. The paper's prompts are raw (every paper preset sets ``bench.chat_template: false``). ``true``
-always applies it; ``auto`` applies it when the model is instruction-tuned, has a template and the
-benchmark is a chat benchmark. A prompt becomes one user turn with the generation prompt, tokenized without
-special tokens (the template writes BOS itself). The decision is part of each row's key
-(``chat_template``).
+"""Chat templates: whether a run wraps its prompts in the tokenizer's chat template (``bench.chat_template``:
+false, the paper's raw prompts; true; or auto, for an instruct model with a template on a chat benchmark),
+and a prompt's token ids either way. The decision is part of each row's key.
 """
 
 from __future__ import annotations
@@ -14,16 +11,14 @@ from goose.harness.benchmarks import FIELD_CHECKS, BenchmarkError
 
 
 def has_chat_template(tokenizer: Any) -> bool:
-    """Whether the tokenizer carries a chat template."""
     return bool(getattr(tokenizer, "chat_template", None))
 
 
 def decide_chat_template(
     setting: str | bool, *, model: str, instruct: bool, bench: str, chat_bench: bool, tokenizer: Any
 ) -> tuple[bool, str]:
-    """(apply?, why) for ``bench.chat_template = setting``, the model's ``instruct`` and the benchmark's
-    ``chat``; BenchmarkError for ``true`` without a template or an unknown setting.
-    """
+    """(apply?, why) for ``bench.chat_template = setting``; BenchmarkError for ``true`` without a template or
+    an unknown setting."""
     try:
         FIELD_CHECKS["chat_template"]("bench.chat_template", setting)
     except ValueError as exc:
@@ -57,7 +52,7 @@ def chat_text(tokenizer: Any, text: str) -> str:
 
 
 def encode_prompt(tokenizer: Any, text: str, chat_template: bool) -> list[int]:
-    """A prompt's token ids: raw (``tokenizer(text)``) or in the chat template without special tokens."""
+    """A prompt's token ids: raw, or in the chat template without special tokens (it writes BOS itself)."""
     if not chat_template:
         return list(tokenizer(text).input_ids)
     return list(tokenizer(chat_text(tokenizer, text), add_special_tokens=False).input_ids)

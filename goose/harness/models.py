@@ -1,17 +1,9 @@
-"""Load a target model and its tokenizer: the paper's Hub checkpoints or the offline GGUF models.
+"""Load a target model and its tokenizer (`load_model(**cfg.model)`, fields of `conf/model/*.yaml`).
 
-`load_model(**cfg.model)` takes the fields of a `conf/model/*.yaml` file (see `ModelConfig`) and
-returns a `LoadedModel` in eval mode with gradients off. Two sources:
-
-- ``hub``: a Hugging Face checkpoint (the paper's Vicuna, Llama-3 and Qwen3 models). The local HF
-  cache is tried first; the network is used only if ``HF_HUB_OFFLINE`` is unset and a 2 s TCP check
-  of the endpoint succeeds, so a machine without the model fails fast with `ModelUnavailableError`.
-- ``gguf``: a quantised GGUF file shipped in a pip package (SmolLM2-135M, Gemma-3-270M), dequantised
-  to float32 by transformers. Dequantising is slow (15-40 s), so the result is saved once as
-  safetensors under ``$GOOSE_CACHE/models`` (default ``~/.cache/goose-bench/models``) and loaded
-  from there afterwards; the cache is written to a temp dir and renamed into place atomically.
-
-Sliding-window attention (Gemma 3) is not handled here: the config is exposed as is for the engine.
+- ``hub``: a Hugging Face checkpoint (the paper's models), from the local cache first; the network only
+  when reachable, so a machine without the model fails fast with `ModelUnavailableError`.
+- ``gguf``: a quantised GGUF file shipped in a pip package, dequantised to float32 once and cached as
+  safetensors under ``$GOOSE_CACHE/models``, since dequantising is slow.
 """
 
 from __future__ import annotations
@@ -65,12 +57,10 @@ class ModelConfig:
     attn_implementation: str = "sdpa"  # tree verification needs custom 4-D masks: sdpa or eager
     quick_limit: int | None = None  # CPU-sized default prompt count for `python run.py` (quick=auto)
     quick_max_new_tokens: int | None = None  # CPU-sized default max_new_tokens (quick=auto)
-    # Instruction-tuned (chat) model: with bench.chat_template=auto its chat template is applied on
-    # chat benchmarks (goose.harness.chat); a base model gets raw prompts.
+    # Instruction-tuned: bench.chat_template=auto applies its chat template on chat benchmarks.
     instruct: bool = False
-    # init=random: weights drawn at random in the shape of conf/shape/<shape or name>.yaml, for timing
-    # where the checkpoint cannot be had; acceptance from such a model means nothing, and its rows
-    # say random_weights: true. `tokenizer`: a tokenizer folder or Hub id used instead of hf_id's.
+    # init=random: random weights in conf/shape/<shape or name>.yaml's shape, for timing only (its rows say
+    # random_weights: true). `tokenizer`: a tokenizer folder or Hub id used instead of hf_id's.
     init: str = "pretrained"  # pretrained | random
     shape: str | None = None
     tokenizer: str | None = None
@@ -78,12 +68,8 @@ class ModelConfig:
 
 @dataclass
 class LoadedModel:
-    """A causal LM ready for verification, with what the decode loop needs to know about it.
-
-    eos_token_ids: the tokenizer's eos_token_id first, then any other ids from the generation
-    config and model config (e.g. Llama-3-Instruct's <|end_of_text|> and <|eot_id|>).
-    context_length: config.max_position_embeddings.
-    """
+    """A causal LM ready for verification; eos_token_ids: the tokenizer's first, then the generation and
+    model configs' others (e.g. Llama-3-Instruct's <|end_of_text|> and <|eot_id|>)."""
 
     model: Any
     tokenizer: Any
@@ -126,10 +112,7 @@ def available_devices() -> list[str]:
 def resolve_device(device: str, name: str = "") -> torch.device:
     """Return torch.device(device); raise `DeviceUnavailableError` (a RuntimeError, which the job
     prints as one paragraph, exit status 2) before any weights load when `device` is no torch
-    device or a cuda/xpu/mps device this machine lacks (`cuda` without CUDA, `cuda:N` with N GPUs
-    or fewer, `mps` off Apple silicon). The message names the field, the value, the devices this
-    machine has (`available_devices`) and the fix. Other device types (meta, ...) pass unchecked.
-    With `device_map` set (e.g. auto), `device` is still checked: device=cpu keeps working."""
+    device or a cuda/xpu/mps device this machine lacks; the message names the devices it has and the fix."""
     where = f"model.device = {device!r} (model={name or '?'})"
     have = f"the devices here are: {', '.join(available_devices())}"
     fix = "Set model.device=cpu (runs anywhere; very slow for 7B+ models) or another of those"
@@ -154,11 +137,8 @@ def resolve_device(device: str, name: str = "") -> torch.device:
 
 
 def hub_reachable(endpoint: str | None = None, timeout: float = 2.0) -> bool:
-    """True if the Hub endpoint (default $HF_ENDPOINT or huggingface.co) answers within `timeout` s.
-
-    For https the TLS handshake (with certificate check) is part of the test: some sandboxes accept
-    every TCP connection, so an open socket alone does not prove the Hub is there.
-    """
+    """True if the Hub endpoint answers within `timeout` s; for https the TLS handshake is part of the
+    test, since some sandboxes accept every TCP connection."""
     url = urlparse(endpoint or hf_constants.ENDPOINT)
     host = url.hostname or "huggingface.co"
     port = url.port or (443 if url.scheme == "https" else 80)

@@ -1,16 +1,6 @@
-"""Random-weight models with the exact shapes of the paper's targets, for timing where the weights
-cannot be had (no Hub on the GPU machines): `conf/shape/<name>.yaml` names an architecture and the
-`transformers` config fields that fix every tensor's shape (vocabulary, hidden and MLP widths,
-layers, attention and KV heads, head dim).
-
-What such a model is good for: a verification step's latency t(n) and the engine's tokens/s
-against `transformers` `generate`, which depend on the shapes and the hardware, not on the values
-of the weights. What it is not good for: acceptance (τ), whose every figure must come from a real
-model. Every record built on one says `random_weights: true`.
-
-Weights are initialised on the target device (a 7B model's init on a GPU takes seconds; on a CPU
-it would take minutes), with the `transformers` default init (normal, std = initializer_range), in
-the requested dtype.
+"""Random-weight models in the exact shapes of the paper's targets (`conf/shape/<name>.yaml`), for timing
+where the weights cannot be had: a step's latency t(n) depends on shapes, not weights. Acceptance (τ) does
+depend on them, so it must come from a real model; every record built on one says `random_weights: true`.
 """
 
 from __future__ import annotations
@@ -74,8 +64,7 @@ def load_shape(name: str) -> ShapeSpec:
 def random_model(
     spec: ShapeSpec, dtype: torch.dtype, device: torch.device | str, seed: int = 0
 ) -> torch.nn.Module:
-    """A model of `spec`'s shape with random weights, built directly on `device` in `dtype`, in eval
-    mode with gradients off."""
+    """A model of `spec`'s shape with random weights, built on `device` (fast on a GPU), in eval mode."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)

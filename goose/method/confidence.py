@@ -14,8 +14,7 @@ from goose.method.config import GooseConfig
 SHORT_MATCH_CEILING = 0.6  # c = 0.6 * len / long_match below long_match
 LONG_MATCH_FLOOR = 0.7  # c at len == long_match
 LONG_MATCH_CEILING = 0.9  # c never exceeds this without consensus
-LONG_MATCH_RAMP = 12  # tokens past long_match over which c climbs 0.7 -> 0.9 (= max_chain - long_match
-# at the defaults, so c reaches 0.9 at a full-length match)
+LONG_MATCH_RAMP = 12  # tokens past long_match over which c climbs 0.7 -> 0.9
 
 _EPS = 1e-9  # int(x) of a product like 60 * 0.15 must not lose a unit to binary rounding
 
@@ -32,8 +31,7 @@ def safe_ceil(x: float) -> int:
 
 def match_confidence(chain_len: int, consensus: bool, long_match: int = GooseConfig.long_match) -> float:
     """Confidence c of a context match of `chain_len` tokens: 0 without a chain, 1 on consensus, min(0.9, 0.7
-    + 0.2·(len − 8)/12) from long_match (8) on, else 0.6·len/8.
-    """
+    + 0.2·(len − 8)/12) from long_match (8) on, else 0.6·len/8."""
     if chain_len <= 0:
         return 0.0
     if consensus:
@@ -61,8 +59,7 @@ def base_spine_ratio(
     tiers: Sequence[float] = GooseConfig.spine_ratio_tiers,
     thresholds: Sequence[float] = GooseConfig.spine_ratio_thresholds,
 ) -> float:
-    """Base tier of the spine ratio from the spine-acceptance EMA a: a<0.2 -> 0.15, a<0.4 -> 0.30,
-    else 0.50."""
+    """Base tier of the spine ratio from the spine-acceptance EMA a: a<0.2 -> 0.15, a<0.4 -> 0.30, else 0.50."""
     if ema < thresholds[0]:
         return tiers[0]
     if ema < thresholds[1]:
@@ -84,10 +81,8 @@ def spine_ratio(
 def spine_cap(
     b_eff: int, ratio: float, *, floor: Callable[[float], int] = safe_floor, cap: bool = True
 ) -> int:
-    """Most spine nodes a tree of budget B_eff may hold: int(B_eff · ratio), at most B_eff − 1 so the tree
-    with its root stays within B_eff (paper: uncapped, B_eff + 1 nodes at c = 1; `cap=False` under
-    compat=authors). `floor` is the int() used.
-    """
+    """Most spine nodes in a tree of budget B_eff: int(B_eff · ratio), capped at B_eff − 1 so the tree with its
+    root stays within B_eff (the paper leaves it uncapped: `cap=False` under compat=authors)."""
     n = floor(b_eff * ratio)
     return max(0, min(n, b_eff - 1) if cap else n)
 
@@ -99,8 +94,7 @@ def spine_length(
 
 
 class SpineAcceptanceEMA:
-    """The spine-acceptance EMA a (initial 0.5): after each tree cycle with a spine,
-    a <- α * (accepted spine nodes / spine nodes) + (1 - α) * a."""
+    """The spine-acceptance EMA a (initial 0.5), per tree with a spine: a <- α · accepted/offered + (1 − α) · a."""
 
     def __init__(self, alpha: float = GooseConfig.ema_alpha, initial: float = GooseConfig.ema_init) -> None:
         self.alpha = alpha

@@ -1,9 +1,6 @@
 """Goose's hyperparameters: one frozen object, defaults = the paper's Table 5 (docs/paper.md), logged in every
-result row. The fields Goose shares with the other tree drafters live in `CandidatePoolConfig` (B, D, K,
-min_score and the adjacency table's switches: EAGLE-2-style, isotropic, OPT-Tree) and `ContextMatchConfig`
-(the context matcher and B_eff: isotropic at B_eff, OPT-Tree), so a sweep sets them uniformly and every
-drafter starts from the same defaults.
-"""
+result row. The fields shared with the other tree drafters live in `CandidatePoolConfig` and
+`ContextMatchConfig`, so a sweep sets them uniformly."""
 
 from __future__ import annotations
 
@@ -15,8 +12,7 @@ from goose.validation import HYPERPARAMETERS, check_float_list, check_hyperparam
 
 @dataclass(frozen=True)
 class DrafterConfig:
-    """Base of the drafters' frozen hyperparameter objects: `__post_init__` runs `_validate`, whose messages
-    name `<owner>.<field>` (`owner`: the class named in error messages, by default the config class)."""
+    """Base of the drafters' frozen hyperparameter objects, validated on creation; errors name `<owner>.<field>`."""
 
     owner: ClassVar[str] = ""
 
@@ -27,7 +23,6 @@ class DrafterConfig:
         return self.owner or type(self).__name__
 
     def _validate(self) -> None:
-        """Check every field that has an entry in goose.validation.HYPERPARAMETERS."""
         names = [name for name in self.field_names() if name in HYPERPARAMETERS]
         check_hyperparameters(self.owner_name(), **{name: getattr(self, name) for name in names})
 
@@ -42,11 +37,8 @@ class DrafterConfig:
 
 @dataclass(frozen=True)
 class CandidatePoolConfig(DrafterConfig):
-    """The candidate pool of the adjacency-table tree drafters (Goose, EAGLE-2-style, isotropic, OPT-Tree),
-    at Goose's Table 5 values: node budget B (anchor included), depth D, K successors per table row,
-    successors scoring below `min_score` never drafted, the (previous token, token) tier first
-    (`use_bigram`), the table seeded from the prefill logits (`prefill_harvest`).
-    """
+    """The candidate pool of the adjacency-table tree drafters, at Table 5's values: node budget B (anchor
+    included), depth D, K successors per row, `min_score`, the bigram tier and the prefill harvest."""
 
     budget: int = 60
     max_depth: int = 6
@@ -58,10 +50,8 @@ class CandidatePoolConfig(DrafterConfig):
 
 @dataclass(frozen=True)
 class ContextMatchConfig(CandidatePoolConfig):
-    """A candidate pool plus Goose's context matcher and budget rule (Table 5): n-gram lengths longest first,
-    the longest match `max_chain`, the paper's constant 100 (`max_extended_chain`: the extension int(100 c)
-    and B_eff = B + int(c·(100 − B))), and `long_match`, the chain length from which c >= 0.7.
-    """
+    """A candidate pool plus Goose's context matcher and budget rule (Table 5): `max_extended_chain` is the
+    paper's 100 in the extension int(100 c) and B_eff = B + int(c·(100 − B)); c >= 0.7 from `long_match`."""
 
     max_chain: int = 20
     max_extended_chain: int = 100
@@ -82,11 +72,8 @@ class ContextMatchConfig(CandidatePoolConfig):
 
 @dataclass(frozen=True)
 class GooseConfig(ContextMatchConfig):
-    """Every Goose hyperparameter with the paper's Table 5 default; symbols as in docs/paper.md (budget B,
-    max_depth D, k K, rho ρ, ema_alpha α). use_confidence off is the "no consensus bypass" ablation.
-    persistent_table (keep the table across prompts, as TR) and compat (goose.method.compat) are left out
-    of `as_dict` at their defaults, keeping earlier config hashes.
-    """
+    """Every Goose hyperparameter at its Table 5 default (B, D, K, ρ, α as in docs/paper.md). persistent_table
+    and compat are left out of `as_dict` at their defaults, keeping earlier config hashes."""
 
     rho: float = 0.5
     ema_alpha: float = 0.3

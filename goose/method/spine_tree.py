@@ -1,9 +1,7 @@
 """The anisotropic spine tree (Goose §4.1, Algorithm 1, docs/paper.md).
 
-Node 0 is the anchor; nodes 1..L the spine, L = min(len(chain), int(B_eff · ratio)); then root
-alternatives, spine alternatives and breadth-first branch extension. Of the branch budget b = B_eff − 1 − L,
-max(1, int(b · ρ)) hangs on the spine (split 1/i) and the rest on the root; what the alternatives leave
-unused goes to the extension.
+Node 0 is the anchor, nodes 1..L the spine, then root alternatives, spine alternatives (max(1, int(b · ρ))
+of the branch budget b = B_eff − 1 − L, split 1/i) and breadth-first branch extension with the rest.
 """
 
 from __future__ import annotations
@@ -26,9 +24,7 @@ class SuccessorSource(Protocol):
 
 def harmonic_split(total: int, n: int) -> list[int]:
     """Split `total` alternatives over n spine nodes with weights 1/i, by largest remainder (ties to the node
-    nearer the root): sums exactly and never increases with depth (Proposition 2's decay), e.g.
-    harmonic_split(19, 20) = [5, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, …].
-    """
+    nearer the root): sums exactly and never increases with depth (Proposition 2's decay)."""
     if n <= 0 or total <= 0:
         return [0] * max(n, 0)
     weights = [1.0 / i for i in range(1, n + 1)]
@@ -44,8 +40,7 @@ def harmonic_split(total: int, n: int) -> list[int]:
 
 def sequential_harmonic_split(total: int, n: int) -> list[int]:
     """The official split (compat=authors): node i gets min(max(1, int(total/(i·H_n))), what is left), in
-    order, possibly leaving part of `total` to the extension, e.g. (19, 20) → [5, 2, 1, …, 1, 0, …].
-    """
+    order, possibly leaving part of `total` to the extension."""
     weights = [1.0 / (i + 1) for i in range(n)]
     h = sum(weights)
     shares: list[int] = []
@@ -62,8 +57,7 @@ def branch_shares(
 ) -> tuple[int, int]:
     """(root share, spine share) of the branch budget B_eff − 1 − L: spine share max(1, int(budget · ρ)) when
     L > 0. At ρ = 0 (the "no spine branches" ablation) the spine gets nothing unless `floor_at_rho0`
-    (compat=authors).
-    """
+    (compat=authors)."""
     branch_budget = max(0, budget - 1 - spine_len)
     if spine_len <= 0 or branch_budget == 0 or (rho <= 0.0 and not floor_at_rho0):
         return branch_budget, 0
@@ -87,8 +81,7 @@ def build_spine_tree(
 ) -> DraftTree:
     """Build the spine tree (a pure branch tree when `chain` is empty): `budget` is B_eff, `ratio` the spine
     ratio, `rho` ρ, `max_depth` D, `k` K (a node at depth d gets at most max(1, K // d) children in the
-    extension); `rules` the compat rules for rounding, the spine cap, the split and the ρ = 0 floor.
-    """
+    extension); `rules` the compat rules for rounding, the spine cap, the split and the ρ = 0 floor."""
     L = spine_length(len(chain), budget, ratio, floor=rules.floor, cap=rules.spine_cap)
     tree = DraftTree.chain(anchor, [int(t) for t in chain[:L]], SPINE)
     root_share, spine_share = branch_shares(

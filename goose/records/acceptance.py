@@ -1,29 +1,10 @@
 """The field's acceptance metrics of a cell, from its rows' per-step data (torch-free).
 
-Acceptance length (specdec_bench, vLLM): the tokens one verification step emits, the target's
-bonus token included, so L = accepted drafted tokens + 1 (`step_accepted` + 1; the cut at EOS or
-at max_new_tokens is ignored). Every decode step counts, also a step whose tree held no draft.
-
-- acceptance-length histogram: steps per L;
-- marginal acceptance at draft position k (1-based): P(L - 1 >= k), at least k drafts accepted;
-- conditional acceptance at position k: P(L - 1 >= k | L - 1 >= k - 1), the ratio of consecutive
-  marginals (0 once a marginal is 0, as specdec_bench writes it);
-- mean acceptance length per step: Σ L / steps over the cell (= 1 + Σ_k marginal_k);
-- mean acceptance length per request: the mean over rows of each row's per-step mean (a short
-  request weighs as much as a long one; the two differ).
-
-Tree extras no engine reports, where the rows carry them (rows written before have no such field;
-they are left out of these counts):
-- by depth: accepted / drafted nodes at tree depth d (row fields `depth_offered`,
-  `depth_accepted`, index d-1);
-- by sibling rank: accepted / drafted nodes that are the (r+1)-th child of their parent in node
-  order (`rank_offered`, `rank_accepted`, index r);
-- by source: accepted / drafted nodes per source label (row fields `offered`, `accepted`): spine
-  (context matches, p_s), branch (adjacency table, p_t) and other (any other label).
-
-`speculation_profile` writes specdec_bench's `speculation_profile.json` (schema 1.0) with its two
-checks: mean consistency (1 + Σ marginal = mean acceptance length per step, tolerance 0.02) and
-marginal monotonicity; `validate_profile` re-checks a published profile from its own fields.
+Acceptance length (specdec_bench, vLLM): L = accepted drafted tokens + 1 (the bonus) per verification
+step, every step counted: its histogram, marginal acceptance P(L − 1 >= k), conditional acceptance (ratio
+of consecutive marginals), and the mean per step and per request (a short request weighs as much as a long
+one). Tree extras where rows carry them: acceptance by depth, by sibling rank and by source (spine p_s,
+branch p_t, other). `speculation_profile` writes specdec_bench's `speculation_profile.json` (schema 1.0).
 """
 
 from __future__ import annotations
@@ -111,8 +92,7 @@ def _rates(offered: list[int], accepted: list[int]) -> dict[str, list[Any]]:
 
 
 def acceptance_by_shape(rows: Iterable[dict[str, Any]], kind: str) -> dict[str, list[Any]] | None:
-    """Offered, accepted and their rate per tree depth (kind "depth", index d-1 for depth d) or
-    sibling rank (kind "rank", index r), over the rows that record them; None when none does."""
+    """Offered, accepted and rate per tree depth ("depth", index d-1) or sibling rank ("rank", index r)."""
     rows = [r for r in rows if isinstance(r.get(f"{kind}_offered"), (list, tuple))]
     if not rows:
         return None
@@ -197,12 +177,8 @@ def speculation_profile(
     measurement_conditions: dict[str, Any] | None = None,
     per_category: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A `speculation_profile.json` payload (specdec_bench schema 1.0) of one cell's rows.
-
-    num_speculative_tokens (K): the deepest tree drafted (or the longest accepted run, for rows
-    that do not record depths), so that the vectors span every observed length. Tree drafting
-    re-plans with K, hence accept_length_model "measured_per_k". The tree extras go under
-    `extensions.goose_bench` (consumers of the schema ignore them)."""
+    """A `speculation_profile.json` payload (specdec_bench schema 1.0) of one cell's rows; K is the deepest
+    tree drafted, so the vectors span every observed length; tree extras go under `extensions.goose_bench`."""
     ok = _ok(rows)
     summary = acceptance_summary(ok)
     hist = {int(n): c for n, c in summary["acceptance_histogram"].items()}
@@ -254,9 +230,7 @@ def speculation_profile(
 
 
 def validate_profile(profile: dict[str, Any], tolerance: float = TOLERANCE) -> dict[str, Any]:
-    """Re-run both checks on a profile's published fields (a file read back, perhaps edited), and
-    check that its histogram gives its mean: {"passed", "mean_consistency", "marginal_monotonicity",
-    "histogram_mean"}."""
+    """Re-run both checks on a profile's published fields, and check that its histogram gives its mean."""
     marginal = [float(x) for x in profile.get("marginal_accept_rates") or []]
     mean = profile.get("mean_accept_length")
     hist = {int(n): int(c) for n, c in (profile.get("acceptance_length_histogram") or {}).items()}

@@ -1,12 +1,6 @@
-"""Provenance of a result row, after lm-evaluation-harness (`prompt_hash`, `chat_template_sha`, seeds).
-
-Row fields (rows written before them lack them; readers use `row.get`):
-- prompt_hash: sha256 of the prompt text as the benchmark gave it (before any chat template);
-- prompt_ids_hash: sha256 of the token ids the model was fed (chat template applied or not);
-- chat_template_sha: sha256 of the tokenizer's chat template when the prompt was put in it, else None;
-- seeds: {"run": the sampling group's seed, "sample": the sample's seed (None when greedy),
-  "sequence": the seed of this generation's noise (0 when greedy)}.
-None of these is part of the cell key (`goose.records.results.CELL_FIELDS`) or the config hash.
+"""Provenance of a result row, after lm-evaluation-harness: sha256 of the benchmark's prompt text
+(`prompt_hash`), of the ids fed (`prompt_ids_hash`) and of the chat template used (`chat_template_sha`), and
+the `seeds` {run, sample, sequence}. Older rows lack them (`row.get`); none is in the cell key or config hash.
 """
 
 from __future__ import annotations
@@ -30,8 +24,7 @@ def sha256(value: Any) -> str | None:
 
 
 def prompt_fields(text: Any, prompt_ids: Sequence[int]) -> dict[str, Any]:
-    """prompt_hash (of the text, or of its JSON when it is not a string; None without text) and
-    prompt_ids_hash."""
+    """prompt_hash (of the text, or of its JSON; None without text) and prompt_ids_hash."""
     return {
         "prompt_hash": sha256(text),
         "prompt_ids_hash": sha256([int(t) for t in prompt_ids]),
@@ -39,8 +32,7 @@ def prompt_fields(text: Any, prompt_ids: Sequence[int]) -> dict[str, Any]:
 
 
 def chat_template_fields(tokenizer: Any, applied: bool) -> dict[str, Any]:
-    """chat_template_sha: the hash of the template the prompts were put in (None for raw prompts,
-    or a tokenizer without one)."""
+    """chat_template_sha of the template the prompts were put in (None for raw prompts or none)."""
     template = getattr(tokenizer, "chat_template", None) if applied else None
     return {"chat_template_sha": sha256(template) if template else None}
 

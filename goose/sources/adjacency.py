@@ -1,12 +1,9 @@
 """The adjacency table: the branch source of Goose, Token Recycling, iso and eagle2 (Goose §4.1, symbol K,
 docs/paper.md).
 
-For every token, the top-K next tokens the target predicted after it, scored by a softmax over those K
-logits; rows are overwritten (freshest wins) from every forward the drafter is shown, and a bigram tier
-keyed on (previous token, token) is consulted first. logits[i] is the prediction after tokens[i] on its
-path, so row tokens[i] gets topk(logits[i]). An update is one `topk` on the device and one transfer; the
-store is NumPy on the host so that `successors`, called per node while a tree is built, never synchronises
-a device. The bigram tier is a sorted key array (prev · V + tok) with a growable row store.
+For every token, the top-K next tokens the target predicted after it (softmax over those K logits), the
+freshest forward winning; a (previous token, token) bigram tier is consulted first. The store is NumPy on the
+host so that `successors`, called per node while a tree is built, never synchronises a device.
 """
 
 from __future__ import annotations
@@ -27,9 +24,8 @@ def _as_int_array(x: torch.Tensor | Sequence[int] | np.ndarray) -> np.ndarray:
 
 
 def last_occurrence(values: np.ndarray) -> np.ndarray:
-    """Positions of the last occurrence of each distinct value, by ascending value: in one update the last
-    position wins (a scatter with duplicate indices would leave the winner unspecified).
-    """
+    """Positions of the last occurrence of each distinct value, by ascending value (a scatter with duplicate
+    indices would leave the winner unspecified)."""
     n = values.shape[0]
     _, first_in_reversed = np.unique(values[::-1], return_index=True)
     return n - 1 - first_in_reversed
@@ -38,8 +34,7 @@ def last_occurrence(values: np.ndarray) -> np.ndarray:
 class AdjacencyTable:
     """Top-K successor table: V rows, K successors each. `use_scores` False (Token Recycling: ids only)
     returns rank placeholders 1/(rank+1); `use_bigram` keeps the (prev, token) tier; `half_unigram_scores`
-    stores unigram scores in float16, as the official Goose code (compat=authors).
-    """
+    stores unigram scores in float16, as the official Goose code (compat=authors)."""
 
     def __init__(
         self,
@@ -90,8 +85,7 @@ class AdjacencyTable:
         self, token: int, prev: int | None = None, min_score: float = 0.0
     ) -> tuple[list[int], list[float]]:
         """Successor ids and scores of `token`, best first: the bigram row (prev, token) when on and `prev` is
-        given, else the unigram row; ([], []) if never seen; scores below `min_score` dropped.
-        """
+        given, else the unigram row; ([], []) if never seen; scores below `min_score` dropped."""
         row = None
         if self.use_bigram and prev is not None and prev >= 0 and self._bg_count:
             key = prev * self.vocab_size + token
@@ -129,8 +123,7 @@ class AdjacencyTable:
         prev_tokens: torch.Tensor | Sequence[int] | None = None,
     ) -> None:
         """Overwrite row tokens[i] with topk(logits[i]) for every i; prev_tokens[i] (−1: none) keys the bigram
-        tier. Duplicates: the last position wins.
-        """
+        tier. Duplicates: the last position wins."""
         logits = logits.reshape(-1, logits.shape[-1])
         if logits.shape[-1] != self.vocab_size:
             raise ValueError(f"logits have {logits.shape[-1]} columns, table vocab is {self.vocab_size}")
@@ -208,9 +201,8 @@ class AdjacencyTable:
         logits: torch.Tensor,
         prev_anchor: int | None = None,
     ) -> None:
-        """Update from a verification forward over a tree, rejected nodes included; `prev_anchor` is the
-        root's bigram predecessor (None: none).
-        """
+        """Update from a verification forward over a tree, rejected nodes included (`prev_anchor`: the root's
+        bigram predecessor)."""
         prev = None
         if self.use_bigram:
             tok = np.asarray(tokens, dtype=np.int64)
@@ -220,8 +212,7 @@ class AdjacencyTable:
 
     def update_from_prefill(self, prompt_ids: Sequence[int], logits: torch.Tensor) -> None:
         """Prefill harvest (Goose App. C.1): row prompt[i] ← topk(logits[i]), bigram key (prompt[i−1],
-        prompt[i]); fewer logits rows than prompt tokens align with the tail.
-        """
+        prompt[i]); fewer logits rows than prompt tokens align with the tail."""
         logits = logits.reshape(-1, logits.shape[-1])
         ids = np.asarray(prompt_ids, dtype=np.int64)
         prev = np.concatenate([np.array([-1], dtype=np.int64), ids[:-1]])

@@ -1,9 +1,7 @@
 """Context matcher: Goose's spine source (Goose §4.1, docs/paper.md).
 
-The pool is the prompt plus every committed token; per n-gram length (5, 4, 3) an index maps an n-gram to
-its start positions. An n-gram is indexed only once its next token is committed, so every hit is an earlier
-occurrence. Appends and lookups cost len(ngram_lengths) dict operations, with no rescans; consensus is
-tracked per n-gram the same way.
+Per n-gram length (5, 4, 3), an index from n-gram to start positions in prompt + committed tokens, grown
+incrementally; an n-gram is indexed once its next token is committed, so every hit is an earlier occurrence.
 """
 
 from __future__ import annotations
@@ -15,8 +13,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ContextMatch:
     """One lookup: `chain` (up to max_chain tokens after the earliest occurrence), the matched `n`, its
-    `start`, and `consensus` (>= 2 earlier occurrences, all with the same next token).
-    """
+    `start`, and `consensus` (>= 2 earlier occurrences, all with the same next token)."""
 
     chain: list[int]
     n: int = 0
@@ -96,8 +93,7 @@ class ContextMatcher:
 
     def match(self, suffix: Sequence[int] | None = None) -> ContextMatch:
         """Look up the last n tokens of `suffix` (default: the pool), longest n first; at the first n with
-        earlier occurrences return the earliest one's continuation and consensus.
-        """
+        earlier occurrences return the earliest one's continuation and consensus."""
         if suffix is None:
             suffix = self.tokens[-self.ngram_lengths[0] :]
         for n, index in self._index.items():
@@ -121,8 +117,7 @@ class ContextMatcher:
 
     def extend_chain(self, chain: Sequence[int], limit: int, require_consensus: bool) -> list[int]:
         """Grow `chain` by repeated matching from the end of the drafted text (Goose §4.3) up to `limit`
-        tokens; with `require_consensus` (c = 1) the first proposal without consensus ends it.
-        """
+        tokens; with `require_consensus` (c = 1) the first proposal without consensus ends it."""
         extended = list(chain)
         while len(extended) < limit:
             found = self._match_after(extended)
@@ -133,8 +128,7 @@ class ContextMatcher:
 
     def extend_chain_whole(self, chain: Sequence[int], limit: int, saturated: bool) -> list[int]:
         """The official extension (compat=authors): whole proposals are appended (overshooting `limit` by up
-        to max_chain − 1), and at c = 1 the first proposal without consensus is appended before stopping.
-        """
+        to max_chain − 1), and at c = 1 the first proposal without consensus is appended before stopping."""
         extended = list(chain)
         while len(extended) < limit:
             found = self._match_after(extended)

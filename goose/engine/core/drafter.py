@@ -21,8 +21,7 @@ from goose.engine.core.tree import DraftTree
 @dataclass
 class VerifyOutcome:
     """One verification step's result: logits and argmax `predictions` of every node, `accepted_nodes` (root
-    first) and `new_tokens` (accepted tokens plus the bonus, cut at EOS and max_new_tokens).
-    """
+    first) and `new_tokens` (accepted tokens plus the bonus, cut at EOS and max_new_tokens)."""
 
     logits: torch.Tensor
     predictions: list[int]
@@ -33,18 +32,15 @@ class VerifyOutcome:
 @dataclass
 class Drafter:
     """Base class: override `propose` and, to learn, `begin` and `observe`; `route` names the step kind,
-    `stats` holds method-specific counters for the result row.
-    """
+    `stats` holds method-specific counters for the result row."""
 
     # Whether `begin` needs the logits of every prompt position (a prefill harvest); False spares the LM head.
     needs_prefill_logits: ClassVar[bool] = False
 
-    # True: on the last steps of a prompt the whole tree is verified and only the output is cut (the
-    # official Goose code's behaviour, used under compat=authors); False: the tree is cut first.
+    # True: on a prompt's last steps verify the whole tree and cut only the output (compat=authors).
     verifies_full_tree: ClassVar[bool] = False
     # True if the drafts are sampled from a proposal q (STAND): at T > 0 lossless in distribution only.
     samples_drafts: ClassVar[bool] = False
-    # The sampling settings of the current sequence and its seed (`set_sampling`).
     sampling: ClassVar[SamplingParams] = GREEDY
     sampling_seed: ClassVar[int] = 0
 
@@ -75,8 +71,7 @@ class Drafter:
     def end(self) -> None:
         """Called once per prompt when generation stops."""
 
-    # State carried across the prompts of a run (TR's table, budget=auto's rates, a global suffix cache)
-    # is checkpointed by the runner after every prompt, so a resumed run gives the same rows.
+    # State kept across a run's prompts (TR's table) is checkpointed per prompt, so a resume gives the same rows.
     carries_run_state: ClassVar[bool] = False
 
     def run_state(self) -> Any:
@@ -92,8 +87,6 @@ class Drafter:
 
 @dataclass
 class ARDrafter(Drafter):
-    """Autoregressive decoding: proposes only the anchor (τ = 1); the reference all outputs are checked
-    against.
-    """
+    """Autoregressive decoding: the anchor alone (τ = 1), the reference all outputs are checked against."""
 
     name: str = "ar"

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-# Context-matched (n-gram copy) tokens are SPINE, adjacency-table tokens BRANCH: PLD's chain is SPINE;
-# TR, iso and eagle2 nodes are BRANCH.
+# Context-matched tokens are SPINE (PLD's chain too), adjacency-table tokens BRANCH (TR, iso, eagle2).
 ROOT = 0
 SPINE = 1
 BRANCH = 2
@@ -21,8 +20,7 @@ DRAFT_SOURCES: tuple[int, ...] = (SPINE, BRANCH)
 @dataclass
 class DraftTree:
     """A token tree to verify in one forward pass: tokens, parents (parents[0] = −1, else < i) and source
-    labels per node. `proposals` is None for deterministic drafts; otherwise, per node, the q its children
-    were drawn from without replacement (STAND), used by rejection sampling at T > 0.
+    labels per node. `proposals`: per node, the q its children were sampled from (STAND), else None.
     """
 
     tokens: list[int]
@@ -69,9 +67,7 @@ class DraftTree:
         return len(self.tokens) - 1
 
     def truncate_depth(self, max_depth: int) -> DraftTree:
-        """The ancestor-closed subtree of depth <= max_depth (`self` if nothing is cut), to fit the window and
-        the token budget.
-        """
+        """The ancestor-closed subtree of depth <= max_depth (`self` if nothing is cut)."""
         if max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {max_depth}")
         if max(self.depths) <= max_depth:
@@ -122,9 +118,7 @@ class DraftTree:
 
 
 def ancestor_matrix(parents: torch.Tensor, max_depth: int | None = None) -> torch.Tensor:
-    """Boolean [n, n], A[i, j] iff j is i or an ancestor of i, by pointer doubling (A |= A[jump]; jump =
-    jump[jump]): ceil(log2 depth) rounds of tensor ops, no loop over nodes.
-    """
+    """Boolean [n, n], A[i, j] iff j is i or an ancestor of i, by pointer doubling: log2(depth) tensor ops."""
     n = parents.numel()
     idx = torch.arange(n, device=parents.device)
     jump = parents.clamp(min=0)  # the root points at itself
@@ -152,8 +146,7 @@ def tree_tensors(
 @dataclass(frozen=True)
 class TreeInputs:
     """The verification forward's inputs on the model's device: tokens, parents, positions (P + depth) and the
-    [n, n] ancestor matrix (the engine's mask adds the cached prefix).
-    """
+    [n, n] ancestor matrix (the engine's mask adds the cached prefix)."""
 
     tokens: torch.Tensor
     parents: torch.Tensor
@@ -162,9 +155,7 @@ class TreeInputs:
 
 
 def tree_attention_inputs(tree: DraftTree, prefix_len: int, device: torch.device | str = "cpu") -> TreeInputs:
-    """Inputs of the verification forward over `tree` after P cached tokens; a chain's ancestor matrix is the
-    lower triangle.
-    """
+    """Inputs of the verification forward over `tree` after P cached tokens (a chain's mask: the lower triangle)."""
     tokens, parents, depths = tree_tensors(tree, device)
     n, max_depth = len(tree), max(tree.depths)
     if n > 1 and max_depth == n - 1:  # n nodes, n - 1 levels: a chain

@@ -1,10 +1,6 @@
-"""Linear layers with weights reordered once for oneDNN (CPU), for verification's small-M products (M = 1 for
-AR, the tree size for a tree): `F.linear` reads a few-row fp32 weight well below bandwidth and oneDNN
-reorders a bf16 weight on every call. This is the prepacking of inductor's freezing, without compiling;
-`PackedLinear.build` checks each weight against `F.linear`. The packed weights are a copy. On a CPU without
-bf16 kernels (AVX2 only) a bf16 weight is also packed as fp32, used above `EMULATED_BF16_MAX_ROWS` rows,
-since emulated bf16 grows costly with the rows.
-"""
+"""Linear layers with weights reordered once for oneDNN (CPU), for verification's small-M products, where
+`F.linear` falls well below bandwidth: inductor's prepacking without compiling, checked against `F.linear`.
+Without bf16 kernels a bf16 weight is also packed as fp32 for many-row products (emulated bf16 is slow)."""
 
 from __future__ import annotations
 
@@ -38,8 +34,7 @@ def prepack_unavailable(weight: torch.Tensor) -> str | None:
 
 class PackedLinear(torch.nn.Module):
     """y = x Wᵀ + b with W reordered once for oneDNN, called like `F.linear`. `fp32_compute`: a bf16 weight
-    packed as fp32, `weight` keeping the bf16 original for few-row products.
-    """
+    packed as fp32, `weight` keeping the bf16 original for few-row products."""
 
     def __init__(
         self,
@@ -66,8 +61,7 @@ class PackedLinear(torch.nn.Module):
         cls, weight: torch.Tensor, bias: torch.Tensor | None = None, fp32_compute: bool | None = None
     ) -> PackedLinear:
         """Pack `weight` [out, in]; RuntimeError if the packed product disagrees with `F.linear` on a random
-        input. fp32_compute: None = where this CPU has no bf16 kernels.
-        """
+        input. fp32_compute: None = where this CPU has no bf16 kernels."""
         reason = prepack_unavailable(weight)
         if reason:
             raise RuntimeError(f"cannot prepack: {reason}")
