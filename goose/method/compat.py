@@ -20,17 +20,9 @@ from goose.method.confidence import (
     safe_ceil,
     safe_floor,
 )
-from goose.method.config import GooseConfig
-from goose.validation import check_choice
-
-COMPAT_MODES = ("harness", "authors")
-COMPAT_WHY = "harness: this harness's Goose; authors: the official implementation's choices"
+from goose.method.config import COMPAT_MODES, COMPAT_WHY, GooseConfig, check_compat  # noqa: F401
 
 _AUTHORS_RAMP_SLOPE = 0.2  # goose/context_match.py `match_confidence`: 0.7 + 0.2 * (len - 8) / 12.0
-
-
-def check_compat(owner: str, value: object) -> str:
-    return check_choice(f"{owner}.compat", value, COMPAT_MODES, why=COMPAT_WHY)
 
 
 def authors_match_confidence(

@@ -7,7 +7,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
-from goose.validation import HYPERPARAMETERS, check_float_list, check_hyperparameters, check_int
+from goose.validation import (
+    HYPERPARAMETERS,
+    check_choice,
+    check_float_list,
+    check_hyperparameters,
+    check_int,
+)
+
+COMPAT_MODES = ("harness", "authors")  # goose.method.compat: the official implementation's choices
+COMPAT_WHY = "harness: this harness's Goose; authors: the official implementation's choices"
+
+
+def check_compat(owner: str, value: object) -> str:
+    return check_choice(f"{owner}.compat", value, COMPAT_MODES, why=COMPAT_WHY)
 
 
 @dataclass(frozen=True)
@@ -86,8 +99,6 @@ class GooseConfig(ContextMatchConfig):
     compat: str = "harness"
 
     def _validate(self) -> None:
-        from goose.method.compat import check_compat  # compat reads its defaults from here
-
         super()._validate()
         owner = self.owner_name()
         tiers = check_float_list(f"{owner}.spine_ratio_tiers", self.spine_ratio_tiers, 0.0, 1.0, length=3)
