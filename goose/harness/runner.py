@@ -44,6 +44,7 @@ from goose.harness.run_state import RunStateStore
 from goose.harness.verdicts import divergence_verdict, lossless_fields, near_tie_threshold, row_verdict
 from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields
 from goose.records.results import append_row, cell_key
+from goose.records.row import SCHEMA_VERSION
 
 __all__ = [  # the runner's names, some defined in the modules it is split into, for existing callers
     "SESSION_ID",
@@ -245,6 +246,7 @@ def _run_one(
     SystemExit propagate, so Ctrl-C stops the sweep with only complete rows on disk."""
     cell, draw, prompt_ids = run.cell, run.draw, run.prompt_ids
     row: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,  # as append_row writes it, so the returned row is the one on disk
         **cell.row_base(),
         "prompt_id": run.prompt.prompt_id,
         **draw.fields(),
