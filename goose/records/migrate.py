@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from goose.records.results import encode_row
-from goose.records.row import migrate_row
 
 
 def migrate_lines(lines: Iterable[bytes]) -> list[bytes]:
@@ -26,7 +25,7 @@ def migrate_lines(lines: Iterable[bytes]) -> list[bytes]:
             row = json.loads(raw)
         except json.JSONDecodeError:
             row = None
-        out.append(encode_row(migrate_row(row)) if isinstance(row, dict) else raw)
+        out.append(encode_row(row) if isinstance(row, dict) else raw)
     return out
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from goose.records.row import CELL_FIELDS, SCHEMA_VERSION, migrate_row
+from goose.records.row import CELL_FIELDS, migrate_row
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -66,7 +66,7 @@ def append_row(path: str | Path, row: dict[str, Any]) -> None:
     """Append one row as one whole line: under `append_lock(path)`, seal off a cut last line (a
     writer killed mid-write left no newline) with a newline, then write the line with a single
     `write` call and fsync it. All writers of results files go through here, so lines never
-    interleave. The row is stamped with the current `schema_version` (goose.records.row)."""
+    interleave. The row is written in the current schema (`encode_row`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = encode_row(row)
@@ -85,9 +85,9 @@ def append_row(path: str | Path, row: dict[str, Any]) -> None:
 
 
 def encode_row(row: dict[str, Any]) -> bytes:
-    """The line a row is written as: its JSON with `schema_version` first, and a newline."""
-    stamped = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in row.items() if k != "schema_version"}}
-    return (json.dumps(stamped, default=str) + "\n").encode()
+    """The line a row is written as: its JSON in the current schema (`schema_version` first; a row
+    without one is version 0, like a row read without one, and is migrated), and a newline."""
+    return (json.dumps(migrate_row(row), default=str) + "\n").encode()
 
 
 def read_appended(path: str | Path, offset: int = 0, whole: bool = False) -> tuple[list[dict[str, Any]], int]:
