@@ -14,7 +14,6 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from goose.engine.core.drafter import Drafter
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
 from goose.harness.compose import (  # UserError: re-exported for callers of run_job
