@@ -114,6 +114,8 @@ class ResultRow:
     experiment: str | None = _f("environment", "The experiment preset (`adhoc` for none).")
     forward: str = _f("environment", "The engine's forward backend (e.g. lean+prepack).")
     budget_latency: dict = _f("environment", "budget=auto: the latency table used {source, sizes, seconds}.")
+    repeat: int = _f("environment", "`make bench`: which repeat of its interleaved protocol the row is.")
+    bench_protocol: dict = _f("environment", "`make bench`: its protocol (repeats, order, threads, ...).")
     random_weights: bool = _f(
         "environment", "The model has random weights (engine tests; never a real model)."
     )
