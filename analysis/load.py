@@ -29,7 +29,7 @@ import pandas as pd
 from goose.harness.benchmarks import PAPER_BENCHMARKS
 from goose.method.config import GooseConfig
 from goose.records.metrics import cell_summary, per_prompt_speedups
-from goose.records.results import CELL_DEFAULTS, CELL_FIELDS, cell_key, config_hash, read_rows
+from goose.records.results import CELL_FIELDS, cell_key, config_hash, read_rows
 
 SAMPLING_KEYS = ["temperature", "top_p", "top_k"]
 CELL_KEYS = [
@@ -160,8 +160,6 @@ def _read(results: str | Path | Iterable[str | Path]) -> tuple[pd.DataFrame, pd.
             for s in ("spine", "branch"):
                 r[f"{kind}_{s}"] = r[kind][s]
         r.setdefault("experiment", None)
-        for f in ("chat_template", *SAMPLING_KEYS, "sample_seed"):  # rows from before the field: raw, greedy
-            r.setdefault(f, CELL_DEFAULTS[f])
         r.setdefault("method_config", {})
         hw = r.get("hardware") or {}
         r["device"] = hw.get("gpu") or (

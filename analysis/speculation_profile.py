@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from goose.records.acceptance import speculation_profile, validate_profile
-from goose.records.results import CELL_DEFAULTS, cell_key, read_rows
+from goose.records.results import cell_key, read_rows
+from goose.records.row import migrate_row
 
 # A cell's fields without the prompt and its sample seed (which tell the rows of a cell apart).
 SETTING = (
@@ -43,7 +44,7 @@ SETTING = (
 
 
 def _field(row: dict[str, Any], name: str) -> Any:
-    return row.get(name, CELL_DEFAULTS.get(name))
+    return migrate_row(row).get(name)  # a row from before the field: raw, greedy
 
 
 def cells(rows: Sequence[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:

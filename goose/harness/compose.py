@@ -2,7 +2,7 @@
 plus overrides into a validated config, a drafter factory, a model with its engine, and the prompts:
 
     cfg = compose_config(["model=smollm2-135m", "method=goose", "bench.limit=5"])
-    make_drafter = drafter_factory(cfg); loaded, engine = load_engine(cfg)
+    drafter = build_drafter(cfg); loaded, engine = load_engine(cfg)
     spec, prompts, source = benchmark_prompts(cfg, effective_sizes(cfg)[0])
 
 Errors a user can fix raise `UserError` (exit 2).
@@ -75,17 +75,22 @@ def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
     return (None if limit is None else int(limit)), int(max_new)
 
 
+def build_drafter(cfg: DictConfig) -> Drafter:
+    """The drafter of `cfg.method.drafter`; a bad value raises a UserError."""
+    try:
+        return instantiate(cfg.method.drafter, _convert_="all")
+    except InstantiationException as exc:
+        cause = exc.__cause__ or exc
+        raise UserError(f"method={cfg.method.name}: invalid configuration: {cause}") from None
+
+
 def drafter_factory(cfg: DictConfig) -> Callable[[], Drafter]:
-    """A zero-argument factory of `cfg.method.drafter`; builds one drafter up front so a bad value fails
-    before the model loads.
+    """A zero-argument factory of `cfg.method.drafter`, for callers that need several fresh drafters;
+    builds one drafter up front so a bad value fails before the model loads.
     """
 
     def make() -> Drafter:
-        try:
-            return instantiate(cfg.method.drafter, _convert_="all")
-        except InstantiationException as exc:
-            cause = exc.__cause__ or exc
-            raise UserError(f"method={cfg.method.name}: invalid configuration: {cause}") from None
+        return build_drafter(cfg)
 
     make()
     return make

@@ -19,9 +19,9 @@ from goose.engine.core.verifier import VerificationEngine
 from goose.harness.compose import (  # UserError: re-exported for callers of run_job
     UserError,  # noqa: F401
     benchmark_prompts,
+    build_drafter,
     chat_template_decision,
     check_config,
-    drafter_factory,
     effective_sizes,
     load_engine,
 )
@@ -31,12 +31,10 @@ from goose.records.metrics import cell_summary, format_table
 from goose.records.results import results_path
 
 
-def auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
+def latency_table(engine: VerificationEngine, profile: str | None) -> tuple[Any, dict[str, Any]]:
     """budget=auto: the engine's cost curve from `budget_profile` (a saved table, so that two runs
-    on one machine draft the same trees) or calibrated now (once per process); every drafter is
-    wrapped. Returns (factory, the table as recorded in each row). Shared by `run.py` and
-    `make bench` (experiments/bench.py)."""
-    from goose.engine.budget.auto_budget import auto_budget_factory
+    on one machine draft the same trees) or calibrated now (once per process). Returns (the
+    `LatencyTable`, the table as recorded in each row)."""
     from goose.engine.budget.cost_model import LatencyTable, engine_latency
 
     if profile:
@@ -55,6 +53,16 @@ def auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
     curve = ", ".join(f"{n}: {1e3 * s:.1f}" for n, s in zip(table.sizes, table.seconds, strict=True))
     print(f"goose-bench: budget=auto, verification latency ({source}; nodes: ms) {curve}")
     record = {"source": source, "sizes": list(table.sizes), "seconds": list(table.seconds)}
+    return table, record
+
+
+def auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
+    """budget=auto for a drafter factory: every drafter it makes is wrapped (`latency_table`).
+    Returns (factory, the table as recorded in each row). Used by `make bench` (experiments/bench.py);
+    `run_job` wraps its one drafter."""
+    from goose.engine.budget.auto_budget import auto_budget_factory
+
+    table, record = latency_table(engine, profile)
     return auto_budget_factory(make_drafter, engine, latency=table), record
 
 
@@ -97,7 +105,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         torch.set_num_threads(int(cfg.threads))
     limit, max_new = effective_sizes(cfg)
     sampling, plan = sampling_settings(cfg)
-    make_drafter = drafter_factory(cfg)
+    drafter = build_drafter(cfg)  # the job's one drafter: its config is the cell's, it runs every prompt
     bench = cfg.bench
     spec, prompts, source = benchmark_prompts(cfg, limit)
     profile = cfg.get("budget_profile")
@@ -111,16 +119,18 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     method = cfg.method.name
     latency_record = None
     if cfg.get("budget", "fixed") == "auto" and method != "ar":
-        make_drafter, latency_record = auto_budget(make_drafter, engine, cfg.get("budget_profile"))
+        from goose.engine.budget.auto_budget import wrap_auto_budget
+
+        table, latency_record = latency_table(engine, cfg.get("budget_profile"))
+        drafter = wrap_auto_budget(drafter, engine, latency=table)
         method = f"{method}_auto"
-    drafter_config = make_drafter().config()
     provenance = dict(loaded.provenance)
     model_label = provenance.pop("model_label", cfg.model.name)  # random weights: never a real model's cell
     cell = Cell(
         model_label,
         bench.name,
         method,
-        drafter_config,
+        drafter.config(),
         max_new,
         str(loaded.dtype).replace("torch.", ""),
         chat_template=chat,
@@ -140,7 +150,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         loaded.tokenizer,
         prompts,
         cell,
-        make_drafter,
+        drafter,
         out_file,
         extra={"bench_source": source, "experiment": cfg.get("experiment"), "forward": engine.forward_name}
         | ({"budget_latency": latency_record} if latency_record else {})

@@ -20,24 +20,7 @@ from typing import Any
 
 from filelock import FileLock
 
-CELL_FIELDS = (
-    "model",
-    "bench",
-    "method",
-    "config_hash",
-    "prompt_id",
-    "max_new_tokens",
-    "dtype",
-    "chat_template",
-    "temperature",
-    "top_p",
-    "top_k",
-    "sample_seed",
-)
-# The value a key field takes in a row that lacks it: rows written before prompts could be put in a
-# chat template have no `chat_template` field, and they were raw; rows written before sampling
-# existed are greedy (temperature 0, no top-p / top-k, no sample seed).
-CELL_DEFAULTS = {"chat_template": False, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "sample_seed": None}
+from goose.records.row import CELL_FIELDS, migrate_row
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -47,9 +30,11 @@ def config_hash(config: dict[str, Any]) -> str:
 
 
 def cell_key(row: dict[str, Any]) -> tuple:
-    """The identity of a result row: a re-run of the same cell has the same key. A field the row
-    lacks reads as its CELL_DEFAULTS value (an old row without `chat_template` is a raw one)."""
-    return tuple(_plain(row.get(f, CELL_DEFAULTS.get(f))) for f in CELL_FIELDS)
+    """The identity of a result row (`goose.records.row.CELL_FIELDS`): a re-run of the same cell has
+    the same key. A row without `schema_version` is read as version 0 and migrated (an old row without
+    `chat_template` is a raw one)."""
+    row = migrate_row(row)
+    return tuple(_plain(row.get(f)) for f in CELL_FIELDS)
 
 
 def _plain(value: Any) -> Any:
@@ -81,10 +66,10 @@ def append_row(path: str | Path, row: dict[str, Any]) -> None:
     """Append one row as one whole line: under `append_lock(path)`, seal off a cut last line (a
     writer killed mid-write left no newline) with a newline, then write the line with a single
     `write` call and fsync it. All writers of results files go through here, so lines never
-    interleave."""
+    interleave. The row is written in the current schema (`encode_row`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(row, default=str) + "\n").encode()
+    line = encode_row(row)
     with append_lock(path):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0), 0o644)
         try:
@@ -99,6 +84,12 @@ def append_row(path: str | Path, row: dict[str, Any]) -> None:
             os.close(fd)
 
 
+def encode_row(row: dict[str, Any]) -> bytes:
+    """The line a row is written as: its JSON in the current schema (`schema_version` first; a row
+    without one is version 0, like a row read without one, and is migrated), and a newline."""
+    return (json.dumps(migrate_row(row), default=str) + "\n").encode()
+
+
 def read_appended(path: str | Path, offset: int = 0, whole: bool = False) -> tuple[list[dict[str, Any]], int]:
     """(the rows of `path` from byte `offset` on, the offset after the last whole line read).
 
@@ -107,7 +98,8 @@ def read_appended(path: str | Path, offset: int = 0, whole: bool = False) -> tup
     A line that is not a JSON object (a write cut by a crash) is skipped with a warning; a last
     line without its newline (being written, or cut) is left for the next call, and the next
     append seals a cut one off with a newline; with `whole` (a file read once, at rest) it is read
-    too. A missing file has no rows.
+    too. A missing file has no rows. Rows of older schema versions come back migrated
+    (`goose.records.row.migrate_row`).
     """
     try:
         with Path(path).open("rb") as fh:
@@ -127,7 +119,7 @@ def read_appended(path: str | Path, offset: int = 0, whole: bool = False) -> tup
             warnings.warn(f"{path}: skipping a cut or corrupt line ({len(raw)} bytes)", stacklevel=3)
             continue
         if isinstance(row, dict):
-            rows.append(row)
+            rows.append(migrate_row(row))
     return rows, offset + end
 
 

@@ -192,7 +192,8 @@ def test_rows_carry_the_flag_and_templated_runs_never_reuse_raw_rows(tmp_path):
 def test_old_rows_without_the_field_read_as_raw(tmp_path):
     prompts = toy_prompts(1)
     rows = run(tmp_path, prompts, "ar", chat=False)
-    old = [{k: v for k, v in r.items() if k != "chat_template"} for r in rows]
+    # rows from before the field (and before schema versions: version 0, migrated on read)
+    old = [{k: v for k, v in r.items() if k not in ("chat_template", "schema_version")} for r in rows]
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     assert cell_key(old[0]) == cell_key(rows[0]) != cell_key({**rows[0], "chat_template": True})
     assert run(tmp_path, prompts, "ar", chat=False)[0]["timestamp"] == old[0]["timestamp"]  # resumed

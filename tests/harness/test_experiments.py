@@ -315,7 +315,7 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path, sig):
 def test_merge_new_rows_reads_incrementally_first_wins(tmp_path):
     """The runner's view of a results file: ok rows by cell key, the first of duplicates wins, a
     cut last line is left for later, failed rows are not cells (they are re-run)."""
-    from goose.harness.runner import _merge_new_rows
+    from goose.harness.resume import merge_new_rows
     from goose.records.results import append_row, cell_key
 
     path = tmp_path / "r.jsonl"
@@ -324,15 +324,15 @@ def test_merge_new_rows_reads_incrementally_first_wins(tmp_path):
     append_row(path, {**base, "method": "ar", "prompt_id": 0, "status": "ok", "n": 2})
     append_row(path, {**base, "method": "ar", "prompt_id": 1, "status": "failed"})
     existing: dict = {}
-    offset = _merge_new_rows(existing, path, 0)
+    offset = merge_new_rows(existing, path, 0)
     assert offset == path.stat().st_size and len(existing) == 1
     assert existing[cell_key({**base, "method": "ar", "prompt_id": 0})]["n"] == 1
     with path.open("ab") as fh:
         fh.write(b'{"model": "m", "cut')
-    assert _merge_new_rows(existing, path, offset) == offset  # an unfinished line is not consumed
+    assert merge_new_rows(existing, path, offset) == offset  # an unfinished line is not consumed
     append_row(path, {**base, "method": "pld", "prompt_id": 0, "status": "ok"})  # seals the cut line
     with pytest.warns(UserWarning, match="cut or corrupt"):
-        offset = _merge_new_rows(existing, path, offset)
+        offset = merge_new_rows(existing, path, offset)
     assert offset == path.stat().st_size and len(existing) == 2
 
 
@@ -410,15 +410,15 @@ def test_submitit_local_launcher_runs_the_slurm_code_path(tmp_path):
 
 def test_reference_lock_is_exclusive_across_processes(tmp_path):
     """While one process holds the AR-reference lock of a results file, another one waits."""
-    from goose.harness.runner import _reference_lock
+    from goose.harness.resume import reference_lock
 
     results = tmp_path / "m" / "b.jsonl"
     code = (
-        "import time; from pathlib import Path; from goose.harness.runner import _reference_lock\n"
+        "import time; from pathlib import Path; from goose.harness.resume import reference_lock\n"
         "print('ready', flush=True); t = time.monotonic()\n"
-        f"with _reference_lock(Path({str(results)!r})): print(time.monotonic() - t, flush=True)\n"
+        f"with reference_lock(Path({str(results)!r})): print(time.monotonic() - t, flush=True)\n"
     )
-    with _reference_lock(results):
+    with reference_lock(results):
         child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
         assert child.stdout.readline().strip() == "ready"
         time.sleep(1.5)

@@ -12,6 +12,7 @@ from baselines.pld import PromptLookupDrafter
 from goose.harness.runner import Cell, SamplingPlan, run_cell
 from goose.records.provenance import chat_template_fields, prompt_fields, sha256
 from goose.records.results import cell_key, config_hash, read_rows
+from goose.records.row import SCHEMA_VERSION, V0_DEFAULTS, unknown_fields
 from tests.harness.test_chat_template import ChatToyTokenizer
 from tests.toy_harness import one_thread, tiny_engine, toy_prompts  # noqa: F401
 
@@ -77,4 +78,26 @@ def test_old_rows_without_the_new_fields_resume(tmp_path):
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     again = run(tmp_path, prompts, chat=False)
     assert [r["timestamp"] for r in again] == [r["timestamp"] for r in old]  # resumed, not re-run
+    assert len(read_rows(tmp_path / "r.jsonl")) == 2
+
+
+def test_rows_carry_the_schema_version_and_only_documented_fields(tmp_path):
+    rows = run(tmp_path, toy_prompts(1), chat=False)
+    on_disk = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    for r in on_disk:
+        assert list(r)[0] == "schema_version" and r["schema_version"] == SCHEMA_VERSION
+        assert not unknown_fields(r)
+    order = lambda r: (r["method"], r["prompt_id"])  # noqa: E731
+    assert sorted(on_disk, key=order) == sorted(rows, key=order)  # run_cell returns the rows as on disk
+
+
+def test_version_0_rows_resume(tmp_path):
+    """Rows from before schema versions, chat templates and sampling (no schema_version, no chat_template,
+    no temperature/top_p/top_k/sample_seed) are the same cells as the rows a run writes now."""
+    prompts = toy_prompts(1)
+    rows = run(tmp_path, prompts, chat=False)
+    v0 = [{k: v for k, v in r.items() if k not in ("schema_version", *V0_DEFAULTS)} for r in rows]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in v0))
+    again = run(tmp_path, prompts, chat=False)
+    assert [r["timestamp"] for r in again] == [r["timestamp"] for r in rows]  # resumed, not re-run
     assert len(read_rows(tmp_path / "r.jsonl")) == 2

@@ -95,3 +95,24 @@ def test_drafters_without_cross_prompt_state_write_no_checkpoint(tmp_path):
     assert not (tmp_path / "toy.state").exists()
     assert all("run_state_prompts" not in r for r in rows)
     assert RunStateStore(tmp_path / "toy.jsonl", {"method": "goose"}).checkpoints() == []
+
+
+def test_a_built_drafter_runs_and_resumes_like_a_factory(tmp_path):
+    """run.py's job builds the drafter once and passes the instance to run_cell: its state flows from
+    prompt to prompt, and a resumed cell restores it, as with a factory."""
+    engine = tiny_engine(seed=2)
+    make = MAKERS["tr"]
+    whole = _run(engine, make, tmp_path / "whole", PROMPTS)
+
+    def run_built(out: Path, prompts) -> list[dict]:
+        drafter = make()
+        cell = cell_of(drafter.name, drafter, MAX_NEW)
+        run_cell(engine, ToyTokenizer(), prompts, cell, drafter, out / "toy.jsonl", log=lambda line: None)
+        rows = [r for r in read_rows(out / "toy.jsonl") if r["method"] == cell.method]
+        return sorted(rows, key=lambda r: int(r["prompt_id"][1:]))
+
+    assert _fingerprint(run_built(tmp_path / "built", PROMPTS)) == _fingerprint(whole)
+    run_built(tmp_path / "resumed", PROMPTS[:3])
+    resumed = run_built(tmp_path / "resumed", PROMPTS)
+    assert _fingerprint(resumed) == _fingerprint(whole)
+    assert [r["run_state_restored"] for r in resumed] == [False] * 3 + [True] * 3

@@ -8,6 +8,7 @@ import pytest
 
 from goose.records.metrics import cell_summary
 from goose.records.results import CELL_FIELDS, append_row, cell_key, config_hash, read_rows
+from goose.records.row import migrate_row
 
 
 def test_append_and_read_back(tmp_path):
@@ -28,7 +29,7 @@ def test_cut_line_is_skipped_and_next_append_is_intact(tmp_path):
     append_row(f, {"a": 3})
     with pytest.warns(UserWarning):
         assert [r["a"] for r in read_rows(f)] == [1, 3]
-    assert json.loads(f.read_text().splitlines()[-1]) == {"a": 3}
+    assert json.loads(f.read_text().splitlines()[-1]) == migrate_row({"a": 3})
 
 
 def test_cell_key_and_config_hash():

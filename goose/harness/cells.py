@@ -1,0 +1,77 @@
+"""A cell (model x bench x method x config x generation settings) and the samples of its prompts.
+
+`Cell` holds what identifies a cell and is copied into each of its rows (`goose.records.results.cell_key`
+reads it back); `SamplingPlan` and `Draw` say which samples a prompt gets and with which seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from goose.engine.core.sampling import GREEDY, SamplingParams, derive_seed
+from goose.records.results import config_hash
+
+
+@dataclass
+class Cell:
+    """What identifies a cell, copied into each row. chat_template: the prompts are put in the
+    tokenizer's chat template (goose.harness.chat), else raw; sampling: the warp (temperature 0 =
+    greedy); both part of the row's key."""
+
+    model: str
+    bench: str
+    method: str
+    method_config: dict[str, Any]
+    max_new_tokens: int
+    dtype: str
+    chat_template: bool = False
+    sampling: SamplingParams = GREEDY
+
+    def row_base(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "bench": self.bench,
+            "method": self.method,
+            "method_config": self.method_config,
+            "config_hash": config_hash(self.method_config),
+            "max_new_tokens": self.max_new_tokens,
+            "dtype": self.dtype,
+            "chat_template": self.chat_template,
+            **self.sampling.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class SamplingPlan:
+    """The `sampling` config group beyond the warp: the run's seed and the samples per prompt."""
+
+    seed: int = 0
+    num_samples: int = 1
+
+    def samples(self, params: SamplingParams) -> list[tuple[int | None, int | None]]:
+        """(sample_idx, sample_seed) of each sample of a prompt; greedy decoding has one, unseeded."""
+        if params.greedy:
+            return [(None, None)]
+        return [(i, derive_seed(self.seed, i)) for i in range(self.num_samples)]
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One generation's sampling: the warp, which sample of the prompt it is, and the seeds."""
+
+    params: SamplingParams = GREEDY
+    sample_idx: int | None = None
+    sample_seed: int | None = None
+    sequence_seed: int = 0
+    run_seed: int = 0  # the sampling group's seed (provenance only)
+
+    def fields(self) -> dict[str, Any]:
+        """What a row records of it (the warp itself is in the cell's fields)."""
+        return {"sample_idx": self.sample_idx, "sample_seed": self.sample_seed}
+
+
+def sequence_seed(sample_seed: int | None, prompt_id: Any) -> int:
+    """The seed of one generation: the sample's seed mixed with the prompt, so that the prompts of a
+    run draw independent noise."""
+    return 0 if sample_seed is None else derive_seed(sample_seed, str(prompt_id))

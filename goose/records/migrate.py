@@ -1,0 +1,62 @@
+"""Rewrite results files in the current row schema, once: `python -m goose.records.migrate results/reference`.
+
+Reading migrates older rows anyway (`goose.records.results.read_appended`); rewriting the files makes
+what is on disk say so. Each row becomes `migrate_row(row)` written as `append_row` writes it; lines
+that are not JSON objects are kept as they are. Idempotent: a file already current is left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from goose.records.results import encode_row
+
+
+def migrate_lines(lines: Iterable[bytes]) -> list[bytes]:
+    """The lines of a results file with every row in the current schema."""
+    out = []
+    for raw in lines:
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError:
+            row = None
+        out.append(encode_row(row) if isinstance(row, dict) else raw)
+    return out
+
+
+def migrate_file(path: str | Path) -> bool:
+    """Rewrite `path` (a JSONL results file) in the current schema; True if it changed."""
+    path = Path(path)
+    before = path.read_bytes()
+    lines = before.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(b"\n"):
+        lines[-1] += b"\n"
+    after = b"".join(migrate_lines(line for line in lines if line.strip()))
+    if after == before:
+        return False
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(after)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def main(argv: list[str]) -> None:
+    for arg in argv or ["results"]:
+        root = Path(arg)
+        files = sorted(root.rglob("*.jsonl")) if root.is_dir() else [root]
+        for f in files:
+            print(f"{f}: {'migrated' if migrate_file(f) else 'current'}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
