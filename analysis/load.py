@@ -288,7 +288,7 @@ def cells(df: pd.DataFrame, ar_source: pd.DataFrame | None = None) -> pd.DataFra
     """One row per cell with `goose.records.metrics.cell_summary`'s fields plus label, config and the
     per-prompt speedup quartiles (speedup_q25, speedup_median, speedup_q75) and
     `ar_same_session`: the share of the prompts compared with AR whose AR row was timed in the
-    same run session (docs/paper.md: same machine, same session; a share below 1 means a resumed run).
+    same run (docs/paper.md: same machine, same run; a share below 1 means a resumed run).
 
     The speedup uses the AR rows of `ar_source` (default: `df`) of the same setting, restricted
     to the prompts both completed. Pass `common_prompts(...)` of the compared cells as `df` to

@@ -200,7 +200,7 @@ def build(res: Results, out: Path) -> Output:
         "Main results per cell, with the spread of per-prompt speedups",
         [
             "speedup is a ratio of sums (Σ tokens / Σ time vs AR's), so one slow prompt weighs in full; the median and IQR are over per-prompt speedups.",
-            "timed in AR's run: share of prompts whose AR reference row comes from the same run session (the paper wants 100%; ⚠ = a resumed run, timings taken at different times).",
+            "timed in AR's run: share of prompts whose AR reference row comes from the same run (the paper wants 100%; ⚠ = a resumed run, timings taken at different times).",
             res.scope(),
         ],
     )

@@ -52,7 +52,7 @@ def _hardware_name(hw: dict) -> str:
 
 
 def machine(record: dict) -> str:
-    """The machine a record was measured on. A `make bench` run resumed in other sessions lists
+    """The machine a record was measured on. A `make bench` run resumed in other processes lists
     in `repeat_environments` which process ran which prompts; where those ran on more than one
     kind of machine, every one is named (" + ") with a warning that its tokens/s mix machines:
     its ratios stay side by side (each prompt's contenders ran in one process), its absolute

@@ -64,9 +64,17 @@ def method_config(
         cfg = compose_config(args, validate=False)
     except Exception as exc:  # Hydra's override and composition errors
         raise ValueError(f"cannot compose the configuration {args}: {exc}") from None
+    drafter = cfg.method.drafter
+    valid = sorted(k for k in drafter if k != "_target_")
+    for key in overrides or {}:
+        if key not in drafter:  # the drafter's structured schema would refuse it less clearly
+            raise ValueError(
+                f"method.drafter.{key} = {overrides[key]!r}: not a hyperparameter of method {method!r}; "
+                f"valid ones: {', '.join(valid)}"
+            )
     with open_dict(cfg):
         for key, value in (overrides or {}).items():
-            cfg.method.drafter[key] = value
+            drafter[key] = value
     try:
         check_config(cfg)
     except UserError as exc:

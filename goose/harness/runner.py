@@ -3,7 +3,7 @@
 For every prompt the greedy AR reference is looked up in the results on disk (rows of method
 `ar` with the same model, bench, max_new_tokens, dtype and chat template setting) and, when missing, generated first and
 written as an AR row: so every method row carries a losslessness verdict, and AR timings of the
-same session sit beside the method's. Cells already in the results are skipped (resume).
+same run sit beside the method's. Cells already in the results are skipped (resume).
 
 Sampling (temperature > 0, `SamplingPlan`): each prompt runs `num_samples` times, sample i with
 the seed derive_seed(sampling.seed, i) (rows carry `sample_idx` and `sample_seed`); its AR
