@@ -26,21 +26,10 @@ from typing import Any
 
 from goose.records.acceptance import speculation_profile, validate_profile
 from goose.records.results import cell_key, read_rows
-from goose.records.row import migrate_row
+from goose.records.row import CELL_FIELDS, migrate_row
 
 # A cell's fields without the prompt and its sample seed (which tell the rows of a cell apart).
-SETTING = (
-    "model",
-    "bench",
-    "method",
-    "config_hash",
-    "max_new_tokens",
-    "dtype",
-    "chat_template",
-    "temperature",
-    "top_p",
-    "top_k",
-)
+SETTING = tuple(f for f in CELL_FIELDS if f not in ("prompt_id", "sample_seed"))
 
 
 def _field(row: dict[str, Any], name: str) -> Any:

@@ -12,24 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
 
-
-def _replace_atomically(path: Path, payload: bytes) -> None:
-    """Write `payload` to `path` through a temporary file and a rename: never a torn file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+from goose.records.results import replace_atomically as _replace_atomically
 
 
 def dump_atomically(path: Path, obj: Any) -> None:

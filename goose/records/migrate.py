@@ -8,13 +8,11 @@ that are not JSON objects are kept as they are. Idempotent: a file already curre
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from goose.records.results import encode_row
+from goose.records.results import encode_row, replace_atomically
 
 
 def migrate_lines(lines: Iterable[bytes]) -> list[bytes]:
@@ -39,14 +37,7 @@ def migrate_file(path: str | Path) -> bool:
     after = b"".join(migrate_lines(line for line in lines if line.strip()))
     if after == before:
         return False
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(after)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_atomically(path, after)
     return True
 
 
