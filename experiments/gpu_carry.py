@@ -124,11 +124,16 @@ def build_wheels(dst: Path) -> list[str]:
     return built
 
 
-def save_tokenizer(gguf: Path, dst: Path) -> None:
-    """SmolLM2's tokenizer as a folder, its tokenizer.json gzipped (a quarter of the bytes)."""
+def write_tokenizer(gguf: Path, dst: Path) -> None:
+    """The tokenizer inside `gguf`, saved as a tokenizer folder."""
     from transformers import AutoTokenizer
 
     AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(dst)
+
+
+def save_tokenizer(gguf: Path, dst: Path) -> None:
+    """SmolLM2's tokenizer as a folder, its tokenizer.json gzipped (a quarter of the bytes)."""
+    write_tokenizer(gguf, dst)
     raw = dst / "tokenizer.json"
     with raw.open("rb") as src, gzip.open(dst / "tokenizer.json.gz", "wb", compresslevel=9) as out:
         shutil.copyfileobj(src, out)

@@ -247,15 +247,12 @@ def stage_tests(profile: Profile, work: Path) -> dict[str, Any]:
 def stand_in_tokenizer(work: Path) -> Path:
     """SmolLM2's tokenizer saved as a folder: the tokenizer of the random-weight model (the paper
     models' tokenizers are on the Hub, which an offline host cannot reach)."""
-    from transformers import AutoTokenizer
-
-    from experiments.gpu_carry import GGUF
+    from experiments.gpu_carry import GGUF, write_tokenizer
     from goose.harness.models import locate_gguf
 
     folder = work / "tokenizer"
     if not (folder / "tokenizer.json").is_file():
-        gguf = locate_gguf(*GGUF)
-        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(folder)
+        write_tokenizer(locate_gguf(*GGUF), folder)
     return folder
 
 

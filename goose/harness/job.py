@@ -124,10 +124,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         table, latency_record = latency_table(engine, cfg.get("budget_profile"))
         drafter = wrap_auto_budget(drafter, engine, latency=table)
         method = f"{method}_auto"
-    provenance = dict(loaded.provenance)
-    model_label = provenance.pop("model_label", cfg.model.name)  # random weights: never a real model's cell
     cell = Cell(
-        model_label,
+        loaded.label,
         bench.name,
         method,
         drafter.config(),
@@ -136,7 +134,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         chat_template=chat,
         sampling=sampling,
     )
-    out_file = results_path(cfg.out_dir, model_label, bench.name)
+    out_file = results_path(cfg.out_dir, loaded.label, bench.name)
     print(
         f"goose-bench: model={cell.model} bench={cell.bench} ({len(prompts)} prompts from {source}) "
         f"chat_template={str(chat).lower()} ({chat_why}) "
@@ -154,7 +152,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         out_file,
         extra={"bench_source": source, "experiment": cfg.get("experiment"), "forward": engine.forward_name}
         | ({"budget_latency": latency_record} if latency_record else {})
-        | provenance,
+        | loaded.provenance,
         progress=False if _parallel_launcher() else None,
         plan=plan,
     )

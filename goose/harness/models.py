@@ -80,6 +80,10 @@ class LoadedModel:
     eos_token_ids: list[int]
     context_length: int
     provenance: dict[str, Any] = field(default_factory=dict)  # into every row (random weights)
+    label: str = ""  # the rows' model: `name` (the default), or `<name>-random` (never a real model's cell)
+
+    def __post_init__(self) -> None:
+        self.label = self.label or self.name
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -204,6 +208,7 @@ def load_model(
         eos_token_ids=eos_ids(tokenizer, model),
         context_length=int(getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length),
         provenance=provenance,
+        label=f"{name}-random" if init == "random" else name,
     )
 
 
@@ -231,7 +236,6 @@ def _random_init(
     model = random_model(spec, dtype, device)
     provenance = {
         "random_weights": True,
-        "model_label": f"{name}-random",
         "weights": {
             "init": "random",
             "shape": spec.name,

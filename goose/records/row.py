@@ -117,13 +117,13 @@ class ResultRow:
     repeat: int = _f("environment", "`make bench`: which repeat of its interleaved protocol the row is.")
     bench_protocol: dict = _f("environment", "`make bench`: its protocol (repeats, order, threads, ...).")
     random_weights: bool = _f(
-        "environment", "The model has random weights (engine tests; never a real model)."
+        "environment", "The model has random weights (model.init=random: timing only, no acceptance)."
     )
     weights: dict = _f("environment", "Random weights: how they were made (init, shape, tokenizer, sizes).")
     timestamp: float = _f("environment", "Unix time the generation started.")
 
     generated_tokens: int = _f("measured", "Tokens generated.")
-    forward_calls: int = _f("measured", "Target forward passes, prefill excluded.")
+    forward_calls: int = _f("measured", "Target forward passes, the prefill counted as one.")
     tau: float = _f("measured", "τ: tokens per verification step (generated_tokens / forward_calls).")
     wall_time_s: float = _f("measured", "Wall time of the generation, prefill included.")
     tokens_per_s: float = _f("measured", "generated_tokens / wall_time_s.")

@@ -48,7 +48,7 @@ def test_model_init_random_builds_the_shape_with_a_stand_in_tokenizer_and_says_s
     loaded = load_model(**spec, tokenizer=str(tmp_path / "tok"))
     weights = loaded.provenance["weights"]
     assert loaded.provenance["random_weights"] is True
-    assert loaded.provenance["model_label"] == "vicuna-7b-random"
+    assert loaded.label == "vicuna-7b-random"
     assert weights["shape_vocab_size"] == 32000 and weights["vocab_size"] == len(loaded.tokenizer) == 49152
     assert loaded.model.config.vocab_size == 49152 and loaded.model.config.hidden_size == 256
     with pytest.raises(ValueError, match="valid shapes are: .*toy-llama"):
