@@ -31,10 +31,7 @@ NUM_SOURCES = 8  # source labels are small ints (ROOT, SPINE, BRANCH, baselines'
 
 def prefix_tree(tree: DraftTree, b: int) -> DraftTree:
     """The first b nodes of `tree` (ancestor-closed because parents come before children)."""
-    if b >= len(tree):
-        return tree
-    proposals = None if tree.proposals is None else tree.proposals[:b]
-    return DraftTree(tree.tokens[:b], tree.parents[:b], tree.sources[:b], tree.depths[:b], proposals)
+    return tree.prefix(b)
 
 
 class AcceptanceModel:
