@@ -200,7 +200,8 @@ def generate(
         drafter.observe(tree, outcome)
         t3 = _clock(device)
         forward_calls += 1
-        offered = {SOURCE_NAMES[s]: tree.sources.count(s) for s in DRAFT_SOURCES}  # node 0 is ROOT
+        drafted = tree.sources[: tree.acceptable]  # node 0 is ROOT; nodes past accept_limit are no drafts
+        offered = {SOURCE_NAMES[s]: drafted.count(s) for s in DRAFT_SOURCES}
         path_sources = [tree.sources[node] for node in outcome.accepted_nodes[1:]]
         accepted = {SOURCE_NAMES[s]: path_sources.count(s) for s in DRAFT_SOURCES}
         record = StepRecord(
@@ -215,7 +216,8 @@ def generate(
             update_s=t3 - t2,
             forward_s=min(engine.last_forward_s, t2 - t1),
             walk_s=max(t2 - t1 - engine.last_forward_s, 0.0),
-            **shape_counts(tree.parents, outcome.accepted_nodes),
+            # drafted nodes only: those past accept_limit (Lookahead's Jacobi nodes) are never drafts
+            **shape_counts(tree.parents[: tree.acceptable], outcome.accepted_nodes),
         )
         steps.append(record)
         if on_step is not None:

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 import torch
 
 # Context-matched tokens are SPINE (PLD's chain too), adjacency-table tokens BRANCH (TR, iso, eagle2).
+# LOOKAHEAD: Lookahead decoding's Jacobi nodes, forwarded past `accept_limit` and never drafts (not counted).
 ROOT = 0
 SPINE = 1
 BRANCH = 2
-SOURCE_NAMES: dict[int, str] = {ROOT: "root", SPINE: "spine", BRANCH: "branch"}
+LOOKAHEAD = 3
+SOURCE_NAMES: dict[int, str] = {ROOT: "root", SPINE: "spine", BRANCH: "branch", LOOKAHEAD: "lookahead"}
 DRAFT_SOURCES: tuple[int, ...] = (SPINE, BRANCH)
 
 
