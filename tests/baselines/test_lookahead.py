@@ -116,7 +116,7 @@ def test_identical_to_ar(arch, temperature):
             60,
             sampling=sampling,
             seed=11,
-            on_step=lambda tree, outcome, record: steps.append(tree.acceptable - 1),
+            on_step=lambda tree, outcome, record, steps=steps: steps.append(tree.acceptable - 1),
         )
         outs.append(gen.output_ids)
         forwards.append(gen.forward_calls)
