@@ -6,7 +6,7 @@ the anchor; column j hangs levels 1 … N − 2 off the anchor (j = 0) or off le
 sees the causal context of its position, as the reference's mask (`lade/models/llama.py`).
 
 After a step, column j yields the n-gram (its hang token, its levels 1 … N − 2, the argmax at its last level)
-for the pool (§3.1, Algorithm 1); the window then advances one Jacobi step (the reference's
+for the pool (§3.1); the window then advances one Jacobi step (the reference's
 ALWAYS_FWD_ONE = 1): level 0 ← level 1 without its first token, level l ← level l + 1, the last level ← the new
 argmaxes. `advance_by_accepted` instead drops as many leading tokens as were accepted and pads with prompt
 tokens (ALWAYS_FWD_ONE = 0). The window starts as W + N − 3 random prompt tokens (seeded) and fills one
