@@ -97,8 +97,6 @@ class SelfDraftDrafter(Drafter):
         self.paths = check_int(f"{OWNER}.paths", paths, low=1, why="K, i.i.d. paths")
         self.path_length = check_int(f"{OWNER}.path_length", path_length, low=1, why="tokens per i.i.d. path")
         self.trunk = check_int(f"{OWNER}.trunk", trunk, low=0, why="L1, the delayed tree's trunk")
-        if max_children > top_k:
-            raise ValueError(f"{OWNER}.max_children = {max_children}: must be <= top_k = {top_k}")
         self.skip_attention = _skip_layers("skip_attention", skip_attention)
         self.skip_mlp = _skip_layers("skip_mlp", skip_mlp)
         self.skip_ratio = check_float(f"{OWNER}.skip_ratio", skip_ratio, 0.0, 1.0, why="share of sub-layers")
@@ -143,6 +141,10 @@ class SelfDraftDrafter(Drafter):
             if layers is not None:
                 check_skip_range(name, layers, num_layers)
         self.draft_forward = draft_forward
+
+    def use_latency(self, latency: Any) -> None:
+        """budget=auto: the tree is sized while drafting (budget, confidence), never cut after its draws
+        (a cut that depends on them would bias rejection sampling); the latency is not used."""
 
     def set_sampling(self, sampling, seed: int) -> None:
         super().set_sampling(sampling, seed)
