@@ -42,7 +42,9 @@ def _skip_layers(name: str, layers: Any) -> tuple[int, ...] | None:
         return None
     if isinstance(layers, (list, tuple)) and not layers:
         return ()
-    return check_int_list(f"{OWNER}.{name}", layers, low=1, why="layer indices; the first layer (0) is never skipped")
+    return check_int_list(
+        f"{OWNER}.{name}", layers, low=1, why="layer indices; the first layer (0) is never skipped"
+    )
 
 
 def check_skip_range(name: str, layers: tuple[int, ...], num_layers: int) -> None:
@@ -92,7 +94,9 @@ class SelfDraftDrafter(Drafter):
         self.top_k = check_int(f"{OWNER}.top_k", top_k, low=1, why="tokens in q's truncated support")
         self.confidence = check_float(f"{OWNER}.confidence", confidence, 0.0, 1.0, why="chain stop threshold")
         self.max_children = check_int(f"{OWNER}.max_children", max_children, low=1)
-        self.coverage = check_float(f"{OWNER}.coverage", coverage, 0.0, 1.0, why="q mass a node's children cover")
+        self.coverage = check_float(
+            f"{OWNER}.coverage", coverage, 0.0, 1.0, why="q mass a node's children cover"
+        )
         self.beam = check_int(f"{OWNER}.beam", beam, low=1, why="nodes expanded per tree level")
         self.paths = check_int(f"{OWNER}.paths", paths, low=1, why="K, i.i.d. paths")
         self.path_length = check_int(f"{OWNER}.path_length", path_length, low=1, why="tokens per i.i.d. path")
@@ -181,7 +185,9 @@ class SelfDraftDrafter(Drafter):
         return self.draft_forward
 
     def propose(self, committed: list[int]) -> DraftTree:
-        builder = {"chain": self._chain, "tree": self._tree, "iid": self._iid, "delayed": self._iid}[self.shape]
+        builder = {"chain": self._chain, "tree": self._tree, "iid": self._iid, "delayed": self._iid}[
+            self.shape
+        ]
         tree, proposals = builder(committed[-1])
         self.count("steps")
         self.count("drafted_nodes", len(tree) - 1)

@@ -53,7 +53,9 @@ def sample_index(probs: Sequence[float], rng: random.Random) -> int:
 def skippable(num_layers: int) -> list[SubLayer]:
     """Every sub-layer that may be skipped: attention and MLP of layers 1..L-2, odd layers first (SWIFT's
     initial set skips every odd layer)."""
-    order = [i for i in range(1, num_layers - 1) if i % 2] + [i for i in range(1, num_layers - 1) if not i % 2]
+    order = [i for i in range(1, num_layers - 1) if i % 2] + [
+        i for i in range(1, num_layers - 1) if not i % 2
+    ]
     return [(kind, i) for i in order for kind in ("attention", "mlp")]
 
 

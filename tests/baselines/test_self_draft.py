@@ -66,9 +66,13 @@ def test_bad_skip_sets_are_refused_with_the_field_and_the_range(engine):
     for field, layers, bad in (("skip_mlp", [2, 5], [5]), ("skip_attention", [9], [9])):
         drafter = SelfDraftDrafter(**{field: layers})
         message = rf"SelfDraftDrafter.{field} = \[.*\]: layer\(s\) \{bad}.*only 1..4 may be skipped"
-        with pytest.raises(ValueError, match=message.replace("{bad}", str(bad).replace("[", r"\[").replace("]", r"\]"))):
+        with pytest.raises(
+            ValueError, match=message.replace("{bad}", str(bad).replace("[", r"\[").replace("]", r"\]"))
+        ):
             generate(engine, drafter, PROMPTS[0], 4)
-    with pytest.raises(ValueError, match="SelfDraftDrafter.shape = 'star': must be one of chain, tree, iid, delayed"):
+    with pytest.raises(
+        ValueError, match="SelfDraftDrafter.shape = 'star': must be one of chain, tree, iid, delayed"
+    ):
         SelfDraftDrafter(shape="star")
 
 
@@ -107,15 +111,22 @@ def test_sampled_drafts_lie_in_their_parents_truncated_q(engine, shape, monkeypa
 def test_iid_shapes_at_t_above_0_wait_for_an_iid_path_verifier(engine):
     for shape in ("iid", "delayed"):
         with pytest.raises(ValueError, match="i.i.d. paths need a with-replacement verifier"):
-            generate(engine, SelfDraftDrafter(shape=shape), PROMPTS[0], 4, sampling=SamplingParams(temperature=1.0))
+            generate(
+                engine, SelfDraftDrafter(shape=shape), PROMPTS[0], 4, sampling=SamplingParams(temperature=1.0)
+            )
 
 
 def test_row_counters_give_the_skip_set_and_the_draft_cost_in_sub_layers(engine):
-    drafter = SelfDraftDrafter(shape="chain", confidence=0.0, max_depth=3, skip_attention=[1, 2], skip_mlp=[4])
+    drafter = SelfDraftDrafter(
+        shape="chain", confidence=0.0, max_depth=3, skip_attention=[1, 2], skip_mlp=[4]
+    )
     gen = generate(engine, drafter, PROMPTS[0], 20)
     stats = gen.drafter_stats
     assert stats["skip_attention"] == [1, 2] and stats["skip_mlp"] == [4]
-    assert stats["sublayers_per_forward"] == 2 * LAYERS and stats["draft_sublayers_per_forward"] == 2 * LAYERS - 3
+    assert (
+        stats["sublayers_per_forward"] == 2 * LAYERS
+        and stats["draft_sublayers_per_forward"] == 2 * LAYERS - 3
+    )
     # confidence 0: every step drafts max_depth tokens with max_depth forwards (the last node needs none)
     assert stats["mean_drafted_nodes"] == 3.0 == stats["drafted_nodes"] / stats["steps"]
     assert stats["draft_forwards"] == 3 * stats["steps"]

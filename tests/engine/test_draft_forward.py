@@ -33,7 +33,9 @@ def _zeroed(model: torch.nn.Module, skip: SkipSet) -> torch.nn.Module:
     return out
 
 
-def _logits(full: torch.nn.Module, skipped: torch.nn.Module, prefix: list[int], rest: list[int]) -> torch.Tensor:
+def _logits(
+    full: torch.nn.Module, skipped: torch.nn.Module, prefix: list[int], rest: list[int]
+) -> torch.Tensor:
     """Logits after prefix + rest: `prefix` run by the full model into a cache, `rest` by the skipped one
     over that cache (a draft's view: committed rows are the full model's)."""
     with torch.no_grad():
@@ -85,7 +87,12 @@ def test_context_scoring_sees_the_prefix_before_the_window_and_the_skipped_windo
     start = 8
     logits = DraftForward(engine).context(PROMPT[start:], start, skip)
     for row, j in enumerate(range(start, len(PROMPT))):
-        torch.testing.assert_close(logits[row], _logits(engine.model, reference, PROMPT[:start], PROMPT[start : j + 1]), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            logits[row],
+            _logits(engine.model, reference, PROMPT[:start], PROMPT[start : j + 1]),
+            rtol=1e-4,
+            atol=1e-4,
+        )
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -106,7 +113,9 @@ def test_draft_forwards_leave_the_committed_prefix_untouched(arch):
 def test_bad_calls_are_refused():
     engine = _engine("llama")
     fwd = DraftForward(engine)
-    with pytest.raises(ValueError, match=r"attention layer\(s\) \[6\] out of range; the model has layers 0..5"):
+    with pytest.raises(
+        ValueError, match=r"attention layer\(s\) \[6\] out of range; the model has layers 0..5"
+    ):
         fwd.tree([1], [-1], 0, SkipSet(frozenset({6}), frozenset()))
     with pytest.raises(RuntimeError, match="earlier nodes"):
         fwd.tree([1, 2], [-1, 0], 1, SkipSet())  # node 0 was never run

@@ -16,8 +16,15 @@ from goose.engine.core.decode import generate
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
 from tests.baselines.self_draft_models import deep_tiny_model
-from tests.engine.test_sampling_exactness import ALPHA, NEW_TOKENS, PROMPT, SAMPLES, VOCAB
-from tests.engine.test_sampling_exactness import chi_square_p_value, exact_distribution
+from tests.engine.test_sampling_exactness import (
+    ALPHA,
+    NEW_TOKENS,
+    PROMPT,
+    SAMPLES,
+    VOCAB,
+    chi_square_p_value,
+    exact_distribution,
+)
 from tests.toy_harness import one_thread  # noqa: F401  (fixture: one intra-op thread)
 
 PARAMS = SamplingParams(temperature=1.0)
@@ -60,7 +67,7 @@ def run(engine: VerificationEngine, drafter: SelfDraftDrafter) -> tuple[Counter,
     def on_step(tree, outcome, record):
         children, path = tree.children(), outcome.accepted_nodes
         walk["drafted"] += len(tree) - 1
-        for u, v in zip(path, path[1:]):
+        for u, v in zip(path[:-1], path[1:], strict=True):
             walk["rejected"] += children[u].index(v)
         if len(outcome.new_tokens) == len(path) and children[path[-1]]:  # the walk ended at path[-1]
             walk["rejected"] += len(children[path[-1]])
@@ -86,4 +93,6 @@ def test_self_draft_sampling_matches_the_target_distribution(engine, shape):
 def test_drafting_outside_the_reported_q_is_rejected(engine):
     counts, walk = run(engine, UntruncatedDraws(**SHAPES["chain"], **COMMON))
     p_value = chi_square_p_value(counts, exact_distribution(engine.model, PARAMS), SAMPLES)
-    assert p_value < ALPHA, f"the untruncated-draw drafter passed (p = {p_value:.2e}, {walk}): the test cannot fail"
+    assert p_value < ALPHA, (
+        f"the untruncated-draw drafter passed (p = {p_value:.2e}, {walk}): the test cannot fail"
+    )

@@ -27,7 +27,9 @@ def check_skip_set(skip: SkipSet, num_layers: int) -> SkipSet:
     for kind, layers in (("attention", skip.attention), ("mlp", skip.mlp)):
         bad = sorted(i for i in layers if not 0 <= i < num_layers)
         if bad:
-            raise ValueError(f"skip set: {kind} layer(s) {bad} out of range; the model has layers 0..{num_layers - 1}")
+            raise ValueError(
+                f"skip set: {kind} layer(s) {bad} out of range; the model has layers 0..{num_layers - 1}"
+            )
     return skip
 
 
@@ -38,7 +40,9 @@ class DraftForward:
 
     def __init__(self, engine: VerificationEngine) -> None:
         if engine.lean is None:
-            raise ValueError("a self-draft needs the lean forward (Llama family, Qwen3, Gemma 3 on one device)")
+            raise ValueError(
+                "a self-draft needs the lean forward (Llama family, Qwen3, Gemma 3 on one device)"
+            )
         self.engine = engine
         self.num_layers = engine.num_layers
         self.forwards = 0
@@ -84,7 +88,9 @@ class DraftForward:
         skipped rows, written past P), as drafted tokens would."""
         p, w = self.prefix_len, len(tokens)
         if w == 0 or start < 0 or start + w > p:
-            raise ValueError(f"context window {start}..{start + w - 1} is not inside the prefix of {p} tokens")
+            raise ValueError(
+                f"context window {start}..{start + w - 1} is not inside the prefix of {p} tokens"
+            )
         device = self.engine.device
         ids = torch.tensor(list(tokens), dtype=torch.long, device=device)
         positions = torch.arange(start, start + w, device=device)
