@@ -165,6 +165,13 @@ class AutoBudgetDrafter(Drafter):
     def samples_drafts(self) -> bool:  # type: ignore[override]
         return self.inner.samples_drafts
 
+    @property
+    def needs_draft_forward(self) -> bool:
+        return getattr(self.inner, "needs_draft_forward", False)
+
+    def use_draft_forward(self, draft_forward: Any) -> None:
+        self.inner.use_draft_forward(draft_forward)
+
     # Acceptance rates are learnt over the whole run, so this wrapper always carries state across prompts.
     carries_run_state = True
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.sampling import GREEDY, SamplingParams
 from goose.engine.core.tree import DRAFT_SOURCES, SOURCE_NAMES, DraftTree
@@ -172,6 +173,8 @@ def generate(
     )
     first = engine.first_token
     t_prefill = _clock(device)
+    if getattr(drafter, "needs_draft_forward", False):  # a self-draft: skipped forwards over this cache
+        drafter.use_draft_forward(DraftForward(engine))
     drafter.begin(list(prompt_ids), prefill_logits)
     del prefill_logits
     committed = [*prompt_ids, first]

@@ -33,6 +33,8 @@ class DraftTree:
     depths: list[int] = field(default_factory=list)
     proposals: list[tuple[tuple[int, ...], tuple[float, ...]] | None] | None = None
     accept_limit: int | None = None
+    # K i.i.d. sampled paths in draw order (node indices, first drafted node to leaf); the tree is their trie
+    paths: list[tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
         if not (len(self.tokens) == len(self.parents) == len(self.sources)):
