@@ -45,7 +45,9 @@ from goose.method.config import ContextMatchConfig, GooseConfig
 from goose.sources.context_matcher import ContextMatch, ContextMatcher
 from goose.validation import check_bool, check_float, check_int, is_number
 
-CONTEXT_BITS = (1 << CTX) | (1 << ALT) | (1 << SUF)  # nodes labelled SPINE (context-derived); ADJ-only: BRANCH
+CONTEXT_BITS = (
+    (1 << CTX) | (1 << ALT) | (1 << SUF)
+)  # nodes labelled SPINE (context-derived); ADJ-only: BRANCH
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,10 @@ class HwTreeConfig(ContextMatchConfig):
         check_int(f"{owner}.alt_matches", self.alt_matches, low=0, why="other occurrences drafted (0: none)")
         check_int(f"{owner}.alt_chain", self.alt_chain, low=1, why="tokens drafted per other occurrence")
         check_int(
-            f"{owner}.suffix_max_depth", self.suffix_max_depth, low=2, why="a matched token plus a drafted one"
+            f"{owner}.suffix_max_depth",
+            self.suffix_max_depth,
+            low=2,
+            why="a matched token plus a drafted one",
         )
         check_float(
             f"{owner}.suffix_min_token_prob", self.suffix_min_token_prob, 0.0, 1.0, why="a probability"
@@ -221,7 +226,9 @@ class HwTreeDrafter(AdjacencyDrafter):
             return
         draft, _ = self.suffix_source.speculate(committed)
         probs = draft.probs
-        bins = [conf_bin(p / (probs[q] if q >= 0 else 1.0)) for p, q in zip(probs, draft.parents, strict=True)]
+        bins = [
+            conf_bin(p / (probs[q] if q >= 0 else 1.0)) for p, q in zip(probs, draft.parents, strict=True)
+        ]
         pool.add_tree(draft.tokens, draft.parents, SUF, bins)
 
     def _expand(self, pool: CandidatePool, node: int) -> None:
@@ -269,7 +276,9 @@ class HwTreeDrafter(AdjacencyDrafter):
             return None
         top = max(tree.depths)
         places = [j for j in range(self._verified) if pool.depths[sel.order[j]] <= top][: len(tree)]
-        if len(places) != len(tree) or any(pool.tokens[sel.order[j]] != t for j, t in zip(places, tree.tokens)):
+        if len(places) != len(tree) or any(
+            pool.tokens[sel.order[j]] != t for j, t in zip(places, tree.tokens, strict=True)
+        ):
             return None
         return places
 

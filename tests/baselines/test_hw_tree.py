@@ -129,7 +129,7 @@ def test_sequoia_profile_prefers_a_larger_tree_than_a_cpu_like_curve():
 
     def gpu(b):
         xs = sorted(sequoia)
-        for x0, x1 in zip(xs, xs[1:]):
+        for x0, x1 in zip(xs, xs[1:], strict=False):
             if b <= x1:
                 return sequoia[x0] + (sequoia[x1] - sequoia[x0]) * (b - x0) / (x1 - x0)
         return sequoia[32]
