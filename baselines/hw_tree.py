@@ -165,6 +165,8 @@ class HwTreeDrafter(AdjacencyDrafter):
         self.last_pool: CandidatePool | None = None
         self.last_selection: Selection | None = None
         self._verified = 0  # nodes of the last selection that were proposed
+        # True: select up to B nodes even where the latency shows they cannot pay (for recording pools)
+        self.full_pool = False
 
     def config(self) -> dict[str, Any]:
         return self.cfg.as_dict()
@@ -254,7 +256,8 @@ class HwTreeDrafter(AdjacencyDrafter):
         self._add_context(pool)
         self._add_suffix(pool, committed)
         self._rates = self.estimator.table()
-        sel = select_best_first(pool, self._rate, self.budget, self._expand)
+        stop_early = None if self.full_pool else self._latency
+        sel = select_best_first(pool, self._rate, self.budget, self._expand, stop_early)
         b = len(sel) if self._latency is None else best_size(sel.expected_committed(), self._latency)
         self.last_pool, self.last_selection, self._verified = pool, sel, b
         tree = DraftTree(

@@ -118,10 +118,17 @@ class Selection:
 
 
 def select_best_first(
-    pool: CandidatePool, rate: RateFn, budget: int, expand: ExpandFn | None = None
+    pool: CandidatePool,
+    rate: RateFn,
+    budget: int,
+    expand: ExpandFn | None = None,
+    latency: Callable[[int], float] | None = None,
 ) -> Selection:
     """The `budget` most valuable pool nodes, anchor included, in best-first order (ties: shallower, then
-    earlier in the pool); every prefix is the largest-E[accepted] ancestor-closed subtree of its size."""
+    earlier in the pool); every prefix is the largest-E[accepted] ancestor-closed subtree of its size.
+    With `latency` t the selection stops once no larger tree can beat the best E[committed | b] / t(b) so
+    far: m more nodes add at most m times the next value and cost at least t(b + 1), so `best_size` picks
+    the same b from the shorter selection."""
     if budget < 1:
         raise ValueError(f"budget = {budget}: must be >= 1")
     order, values, parents = [0], [1.0], [-1]
@@ -139,13 +146,22 @@ def select_best_first(
             heapq.heappush(heap, (-value * r, depth, child, place))
 
     open_node(0, 0)
+    expected = 1.0
+    best = 1.0 / latency(1) if latency is not None else 0.0
     while heap and len(order) < budget:
         neg, _, node, parent_place = heapq.heappop(heap)
         order.append(node)
         values.append(-neg)
         parents.append(parent_place)
-        if len(order) < budget:
-            open_node(node, len(order) - 1)
+        b = len(order)
+        if b >= budget:
+            break
+        open_node(node, b - 1)
+        if latency is not None and heap:
+            expected -= neg
+            best = max(best, expected / latency(b))
+            if (expected - heap[0][0] * (budget - b)) / latency(b + 1) <= best:
+                break  # no larger tree can do better
     return Selection(order, values, parents)
 
 

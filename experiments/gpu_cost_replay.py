@@ -241,6 +241,7 @@ def record(args: argparse.Namespace) -> dict[str, Any]:
     hw = method_factory(HW_TREE)()
     assert isinstance(hw, HwTreeDrafter)
     hw.use_latency(table)
+    hw.full_pool = True  # the whole pool up to B, so that other curves can size it differently
     out: dict[str, Any] = {
         "model": args.model,
         "dtype": str(engine.dtype).replace("torch.", ""),

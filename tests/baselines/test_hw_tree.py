@@ -366,3 +366,21 @@ def test_branch_label_for_adjacency_only_nodes():
     d.begin(prompt, logits)
     tree = d.propose(prompt)
     assert tree.tokens[:2] == [3, 40] and tree.sources[1] == BRANCH
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stopping_early_under_a_latency_picks_the_same_size(seed):
+    rng = random.Random(seed)
+    n = rng.randint(3, 40)
+    edges = [(rng.randrange(i), 100 + i) for i in range(1, n)]
+    rates = {i: rng.choice([rng.random(), rng.uniform(0.7, 1.0), 1.0]) for i in range(1, n)}
+    slope, bump = rng.uniform(0.0, 0.4), rng.choice([0.0, 0.5])
+
+    def t(b):
+        return 1.0 + slope * (b - 1) + (bump if b > 8 else 0.0)
+
+    budget = rng.randint(2, n + 3)
+    full = select_best_first(hand_pool(edges), rate_from(rates), budget)
+    short = select_best_first(hand_pool(edges), rate_from(rates), budget, latency=t)
+    assert short.order == full.order[: len(short)]
+    assert best_size(short.expected_committed(), t) == best_size(full.expected_committed(), t)
