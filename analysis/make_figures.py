@@ -25,6 +25,8 @@ from analysis import (
     chat_template,
     cost_curve,
     heterogeneity,
+    hw_tree_calibration,
+    hw_tree_gap,
     iso_ablation,
     losslessness,
     main_results,
@@ -59,6 +61,8 @@ SCRIPTS = [
     wall_clock,
     performance_targets,
     cost_curve,
+    hw_tree_gap,
+    hw_tree_calibration,
 ]
 
 

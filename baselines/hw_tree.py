@@ -1,0 +1,317 @@
+"""Hardware-aware tree (`hw_tree`): Sequoia's size-b optimal tree and hardware-aware size (Chen et al., arXiv
+2402.12374, §3.1 and §3.3) over every training-free source of this harness, composed rather than copied:
+
+- the context matcher's chain (Goose's spine, extended as Goose §4.3 extends it; PLD's chain),
+- the same n-gram's other occurrences in the context (`alt_matches` of them, newest first),
+- SuffixDecoding's frequency tree (arXiv 2411.04975; baselines.suffix, used as a source),
+- the adjacency table's successors under every node (Goose's branches, TR's table).
+
+They are merged into one candidate trie (baselines.hw_tree_pool); each edge gets r = P(accepted | parent
+accepted) from an online, calibrated estimator keyed by (source mask, depth, source confidence)
+(baselines.hw_tree_acceptance); a best-first heap orders the pool so that each prefix of b nodes is the
+subtree of size b with the largest E[accepted]; with a latency curve (budget=auto hands it over through
+`use_latency`) the verified b maximises E[committed | b] / t(b), else b = `budget`. Goose's own rules are
+untouched (`method=goose`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from baselines.hw_tree_acceptance import AcceptanceEstimator, Calibration, source_priors
+from baselines.hw_tree_pool import (
+    ADJ,
+    ALT,
+    CONF_BINS,
+    CTX,
+    SOURCE_BITS,
+    SUF,
+    CandidatePool,
+    Selection,
+    best_size,
+    conf_bin,
+    select_best_first,
+)
+from baselines.isotropic import AdjacencyDrafter, prev_of_anchor
+from baselines.suffix import SuffixDecodingDrafter
+from goose.engine.core.drafter import VerifyOutcome
+from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
+from goose.method.confidence import extension_limit, match_confidence
+from goose.method.config import ContextMatchConfig, GooseConfig
+from goose.sources.context_matcher import ContextMatch, ContextMatcher
+from goose.validation import check_bool, check_float, check_int, is_number
+
+CONTEXT_BITS = (
+    (1 << CTX) | (1 << ALT) | (1 << SUF)
+)  # nodes labelled SPINE (context-derived); ADJ-only: BRANCH
+
+
+@dataclass(frozen=True)
+class HwTreeConfig(ContextMatchConfig):
+    """hw_tree's hyperparameters. From the candidate pool (Goose Table 5): `budget` B, the largest tree (anchor
+    included), verified whole without a latency curve; `max_depth` D, the deepest adjacency-only node that
+    still gets successors; `k`, `min_score`, `use_bigram`, `prefill_harvest`; the matcher's `ngram_lengths`
+    (Goose's 5, 4, 3 and PLD's 2, 1), `max_chain`, `long_match`, `max_extended_chain`, `extend_chain` above
+    `chain_extension_threshold`. Sources: `alt_matches` other occurrences of `alt_chain` tokens; `suffix`
+    on/off, `suffix_max_depth` (vLLM's 24), `suffix_min_token_prob`; `adj_width` successors per node (0:
+    none). Estimator: `prior_strength`, `decay` and the priors `ctx_prior` (a 1-gram match, + 0.1 per
+    matched token), `alt_prior`, `suf_prior`, `adj_prior` (scales of the confidence)."""
+
+    owner = "HwTreeDrafter"
+    ngram_lengths: tuple[int, ...] = (5, 4, 3, 2, 1)
+    extend_chain: bool = True
+    chain_extension_threshold: float = GooseConfig.chain_extension_threshold
+    alt_matches: int = 4
+    alt_chain: int = 10
+    suffix: bool = True
+    suffix_max_depth: int = 24
+    suffix_min_token_prob: float = 0.1
+    adj_width: int = 4
+    prior_strength: float = 2.0
+    decay: float = 0.99
+    ctx_prior: float = 0.3
+    alt_prior: float = 0.8
+    suf_prior: float = 0.9
+    adj_prior: float = 0.8
+
+    def _validate(self) -> None:
+        super()._validate()
+        owner = self.owner_name()
+        check_bool(f"{owner}.extend_chain", self.extend_chain)
+        check_bool(f"{owner}.suffix", self.suffix)
+        check_int(f"{owner}.alt_matches", self.alt_matches, low=0, why="other occurrences drafted (0: none)")
+        check_int(f"{owner}.alt_chain", self.alt_chain, low=1, why="tokens drafted per other occurrence")
+        check_int(
+            f"{owner}.suffix_max_depth",
+            self.suffix_max_depth,
+            low=2,
+            why="a matched token plus a drafted one",
+        )
+        check_float(
+            f"{owner}.suffix_min_token_prob", self.suffix_min_token_prob, 0.0, 1.0, why="a probability"
+        )
+        check_int(f"{owner}.adj_width", self.adj_width, low=0, why="adjacency successors per node (0: none)")
+        if not (is_number(self.prior_strength) and self.prior_strength > 0):
+            raise ValueError(
+                f"{owner}.prior_strength = {self.prior_strength!r}: must be a number > 0 "
+                "(pseudo-observations of the prior)"
+            )
+        check_float(f"{owner}.decay", self.decay, 0.0, 1.0, why="per-step forgetting, in (0, 1]")
+        if self.decay == 0:
+            raise ValueError(f"{owner}.decay = 0: must be in (0, 1] (1: never forget)")
+        for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior"):
+            check_float(f"{owner}.{name}", getattr(self, name), 0.0, 1.0, why="a prior acceptance rate")
+        object.__setattr__(self, "ngram_lengths", tuple(int(n) for n in self.ngram_lengths))
+        for name in ("chain_extension_threshold", "suffix_min_token_prob", "prior_strength", "decay"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+
+
+def occurrence_bins(primary: list[int], others: list[list[int]]) -> list[list[int]]:
+    """Per other occurrence's continuation, the confidence bin of each token: the share of all continuations
+    (the primary chain's included) that pass through the token's prefix, among those through its parent's."""
+    counts: dict[tuple[int, ...], int] = {}
+    for cont in [primary, *others]:
+        for j in range(1, len(cont) + 1):
+            key = tuple(cont[:j])
+            counts[key] = counts.get(key, 0) + 1
+    total = 1 + len(others)
+    out = []
+    for cont in others:
+        bins, above = [], total
+        for j in range(1, len(cont) + 1):
+            here = counts[tuple(cont[:j])]
+            bins.append(conf_bin(here / above))
+            above = here
+        out.append(bins)
+    return out
+
+
+class HwTreeDrafter(AdjacencyDrafter):
+    """The hardware-aware tree over every source; keyword arguments are `HwTreeConfig`'s fields.
+
+    stats per prompt: hw_steps, hw_pool_nodes (selected before sizing), hw_verified_nodes (anchors included),
+    hw_expected_accepted (Σ predicted P(accepted) of verified nodes), hw_src_offered / hw_src_accepted
+    (verified / accepted nodes per source bit: ctx, alt, suf, adj), hw_calib_nodes / _accepted / _predicted
+    (per tenth of predicted P(path accepted)), route_<route>.
+    """
+
+    config_class = HwTreeConfig
+
+    def __init__(self, **hyperparameters: Any) -> None:
+        super().__init__("hw_tree", HwTreeConfig(**hyperparameters))
+        cfg: HwTreeConfig = self.cfg  # type: ignore[assignment]
+        self.matcher = ContextMatcher(cfg.ngram_lengths, cfg.max_chain)
+        self.suffix_source = (
+            SuffixDecodingDrafter(
+                mode="tree",
+                max_depth=cfg.suffix_max_depth,
+                min_token_prob=cfg.suffix_min_token_prob,
+                name="hw_tree_suffix",
+            )
+            if cfg.suffix
+            else None
+        )
+        prior = source_priors(cfg.ctx_prior, cfg.alt_prior, cfg.suf_prior, cfg.adj_prior)
+        self.estimator = AcceptanceEstimator(prior, cfg.prior_strength, cfg.decay)
+        self._latency: Callable[[int], float] | None = None
+        self._calib = Calibration()
+        self._rates: list[float] = []
+        self.last_pool: CandidatePool | None = None
+        self.last_selection: Selection | None = None
+        self._verified = 0  # nodes of the last selection that were proposed
+        # True: select up to B nodes even where the latency shows they cannot pay (for recording pools)
+        self.full_pool = False
+
+    def config(self) -> dict[str, Any]:
+        return self.cfg.as_dict()
+
+    def use_latency(self, latency: Callable[[int], float]) -> None:
+        """budget=auto: size each tree with this latency (seconds of a step of n nodes), never cut after."""
+        self._latency = latency
+
+    # The learnt rates outlive a prompt and are checkpointed by the runner.
+    carries_run_state = True
+
+    def run_state(self) -> Any:
+        return self.estimator.state()
+
+    def restore_run_state(self, state: Any) -> None:
+        self.estimator.restore(state)
+
+    def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
+        """Fresh adjacency table, context pool and suffix tree; the learnt rates stay."""
+        super().begin(prompt_ids, prefill_logits)
+        self.matcher.reset()
+        self.matcher.append(prompt_ids)
+        if self.suffix_source is not None:
+            self.suffix_source.begin(prompt_ids, prefill_logits)
+        self._calib = Calibration()
+        width = len(SOURCE_BITS)
+        self.stats.update({"hw_src_offered": [0] * width, "hw_src_accepted": [0] * width})
+        self.stats.update(self._calib.as_stats())
+        self.last_pool = self.last_selection = None
+
+    # ------------------------------------------------------------------ the candidate pool
+    def _context_chain(self, found: ContextMatch) -> list[int]:
+        chain = list(found.chain)
+        if chain and self.extend_chain:
+            c = match_confidence(len(chain), found.consensus, self.long_match)
+            if c > self.chain_extension_threshold:
+                limit = extension_limit(c, self.max_extended_chain)
+                chain = self.matcher.extend_chain(chain, limit, require_consensus=c >= 1.0)
+        return chain
+
+    def _add_context(self, pool: CandidatePool) -> None:
+        found = self.matcher.match()
+        if not found.chain:
+            return
+        chain = self._context_chain(found)
+        pool.add_path(0, chain, CTX, [min(found.n, CONF_BINS) - 1] * len(chain))
+        if not self.alt_matches:
+            return
+        tokens, n = self.matcher.tokens, found.n
+        starts = self.matcher.occurrences(tokens[len(tokens) - n :])
+        others = [s for s in reversed(starts) if s != found.start][: self.alt_matches]
+        conts = [tokens[s + n : s + n + self.alt_chain] for s in others]
+        conts = [c for c in conts if c]
+        for cont, bins in zip(conts, occurrence_bins(chain[: self.alt_chain], conts), strict=True):
+            pool.add_path(0, cont, ALT, bins)
+
+    def _add_suffix(self, pool: CandidatePool, committed: list[int]) -> None:
+        if self.suffix_source is None:
+            return
+        draft, _ = self.suffix_source.speculate(committed)
+        probs = draft.probs
+        bins = [
+            conf_bin(p / (probs[q] if q >= 0 else 1.0)) for p, q in zip(probs, draft.parents, strict=True)
+        ]
+        pool.add_tree(draft.tokens, draft.parents, SUF, bins)
+
+    def _expand(self, pool: CandidatePool, node: int) -> None:
+        """Adjacency successors under `node` (lazily, when it enters the tree); adjacency-only nodes at depth
+        D get none."""
+        if not self.adj_width or (pool.masks[node] == 1 << ADJ and pool.depths[node] >= self.max_depth):
+            return
+        prev = self._prev_anchor if node == 0 else pool.tokens[pool.parents[node]]
+        ids, scores = self.successors(pool.tokens[node], prev)
+        for token, score in zip(ids[: self.adj_width], scores[: self.adj_width], strict=True):
+            pool.add(node, token, ADJ, conf_bin(score))
+
+    def _rate(self, pool: CandidatePool, node: int) -> float:
+        return self._rates[AcceptanceEstimator.cell(pool.masks[node], pool.depths[node], pool.lead_bin(node))]
+
+    def propose(self, committed: list[int]) -> DraftTree:
+        if self.table is None:
+            raise RuntimeError("HwTreeDrafter.begin() must be called before propose()")
+        self.matcher.sync(committed)
+        anchor = int(committed[-1])
+        self._prev_anchor = prev_of_anchor(committed)
+        pool = CandidatePool.rooted(anchor)
+        self._add_context(pool)
+        self._add_suffix(pool, committed)
+        self._rates = self.estimator.table()
+        stop_early = None if self.full_pool else self._latency
+        sel = select_best_first(pool, self._rate, self.budget, self._expand, stop_early)
+        b = len(sel) if self._latency is None else best_size(sel.expected_committed(), self._latency)
+        self.last_pool, self.last_selection, self._verified = pool, sel, b
+        tree = DraftTree(
+            [pool.tokens[i] for i in sel.order[:b]],
+            list(sel.parents[:b]),
+            [ROOT, *(SPINE if pool.masks[i] & CONTEXT_BITS else BRANCH for i in sel.order[1:b])],
+        )
+        self.route = "ar" if b < 2 else "chain" if max(tree.depths) == b - 1 else "tree"
+        self.count("hw_steps")
+        self.count("hw_pool_nodes", len(sel))
+        self.count(f"route_{self.route}")
+        return tree
+
+    # ------------------------------------------------------------------ learning
+    def _proposed_index(self, tree: DraftTree) -> list[int] | None:
+        """Per verified node its place in the selection (the engine may cut the tree's depth), or None."""
+        sel, pool = self.last_selection, self.last_pool
+        if sel is None or pool is None:
+            return None
+        top = max(tree.depths)
+        places = [j for j in range(self._verified) if pool.depths[sel.order[j]] <= top][: len(tree)]
+        if len(places) != len(tree) or any(
+            pool.tokens[sel.order[j]] != t for j, t in zip(places, tree.tokens, strict=True)
+        ):
+            return None
+        return places
+
+    def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
+        super().observe(tree, outcome)  # adjacency table from every node's logits
+        if self.suffix_source is not None:
+            self.suffix_source.observe(tree, outcome)  # the committed tokens into the suffix tree
+        self.count("hw_verified_nodes", len(tree))
+        places = self._proposed_index(tree) if len(tree) > 1 else None
+        if places is None:
+            self.estimator.update([], [], [])  # every step ages the counts
+            return
+        sel, pool = self.last_selection, self.last_pool
+        assert sel is not None and pool is not None
+        accepted = {places[i] for i in outcome.accepted_nodes}
+        cells, reached, hit = [], [], []
+        offered, taken = self.stats["hw_src_offered"], self.stats["hw_src_accepted"]
+        expected = 0.0
+        for j in places[1:]:
+            node = sel.order[j]
+            mask, ok = pool.masks[node], j in accepted
+            cells.append(AcceptanceEstimator.cell(mask, pool.depths[node], pool.lead_bin(node)))
+            reached.append(sel.parents[j] in accepted)
+            hit.append(ok)
+            self._calib.add(sel.values[j], ok)
+            expected += sel.values[j]
+            for s in range(len(SOURCE_BITS)):
+                if mask >> s & 1:
+                    offered[s] += 1
+                    taken[s] += int(ok)
+        self.estimator.update(cells, reached, hit)
+        self.stats["hw_expected_accepted"] = self.stats.get("hw_expected_accepted", 0.0) + expected
+        self.stats.update(self._calib.as_stats())

@@ -1,0 +1,130 @@
+"""Online acceptance estimates for the hardware-aware tree (Sequoia, arXiv 2402.12374, §3.1: a node's value is
+the product of per-edge acceptance rates along its path), and their calibration counts.
+
+r = P(node accepted | parent accepted) per cell (source mask, depth bucket, confidence bin of the lead source;
+baselines.hw_tree_pool). Two levels of Beta smoothing: a coarse cell (mask, depth) shrinks to the prior
+of its lead source, a fine cell shrinks to the coarse rate scaled by its bin's prior relative to the
+coarse prior, so an unseen bin keeps the prior's ordering at the learnt level. Counts decay every step, as
+budget=auto's (goose.engine.budget.auto_budget), so a cell that stops being seen returns to its prior.
+`Calibration` counts, per bin of the predicted P(path accepted), the verified nodes and the accepted ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from baselines.hw_tree_pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MASKS, SOURCE_BITS, SUF
+
+DEPTH_BUCKETS = 12  # 1..8 each, 9-12, 13-20, 21+ (index 0 unused: the anchor)
+CALIBRATION_BINS = 10
+
+
+def depth_bucket(depth: int) -> int:
+    if depth <= 8:
+        return depth
+    return 9 if depth <= 12 else 10 if depth <= 20 else 11
+
+
+def _lead_source(mask: int) -> int:
+    for s in LEAD_ORDER:
+        if mask >> s & 1:
+            return s
+    return CTX
+
+
+def source_priors(ctx: float, alt: float, suf: float, adj: float) -> np.ndarray:
+    """Prior r per (source, confidence bin): the context chain's by matched n-gram length (bin = n − 1),
+    starting at `ctx` for a 1-gram and rising by 0.1 a bin; the others the bin's midpoint times their
+    scale (`alt`, `suf`, `adj`); clipped to [0.02, 0.95]."""
+    mid = (np.arange(CONF_BINS) + 0.5) / CONF_BINS
+    out = np.empty((len(SOURCE_BITS), CONF_BINS))
+    out[CTX] = ctx + 0.1 * np.arange(CONF_BINS)
+    out[ALT], out[SUF], out[ADJ] = alt * mid, suf * mid, adj * mid
+    return np.clip(out, 0.02, 0.95)
+
+
+class AcceptanceEstimator:
+    """r per cell, learnt online from verified trees; `prior` is [source, bin] (`source_priors`),
+    `prior_strength` pseudo-observations per level, `decay` the per-step forgetting factor."""
+
+    def __init__(self, prior: np.ndarray, prior_strength: float = 2.0, decay: float = 0.99) -> None:
+        if prior_strength <= 0:
+            raise ValueError(f"prior_strength = {prior_strength}: must be > 0")
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(f"decay = {decay}: must be in (0, 1]")
+        self.strength = float(prior_strength)
+        self.decay = float(decay)
+        # per mask: its lead source's prior per bin, at least the mean prior of any other source it carries
+        fine_prior = np.zeros((NUM_MASKS, DEPTH_BUCKETS, CONF_BINS))
+        fine_prior[0] = prior[CTX]
+        for mask in range(1, NUM_MASKS):
+            lead = _lead_source(mask)
+            others = [prior[s].mean() for s in range(len(SOURCE_BITS)) if mask >> s & 1 and s != lead]
+            fine_prior[mask] = np.maximum(prior[lead], max(others, default=0.0))
+        self.fine_prior = fine_prior
+        self.coarse_prior = fine_prior.mean(axis=2)
+        self.reached = np.zeros((NUM_MASKS, DEPTH_BUCKETS, CONF_BINS))
+        self.accepted = np.zeros_like(self.reached)
+        self._table: list[float] | None = None
+
+    @staticmethod
+    def cell(mask: int, depth: int, bin_: int) -> int:
+        """The flat index of a cell."""
+        return (mask * DEPTH_BUCKETS + depth_bucket(depth)) * CONF_BINS + bin_
+
+    def table(self) -> list[float]:
+        """r of every cell, flat (`cell` indexes it); recomputed after an update."""
+        if self._table is None:
+            s = self.strength
+            reach_c, acc_c = self.reached.sum(axis=2), self.accepted.sum(axis=2)
+            coarse = (acc_c + s * self.coarse_prior) / (reach_c + s)
+            anchor = np.clip(coarse[..., None] * self.fine_prior / self.coarse_prior[..., None], 1e-4, 1.0)
+            fine = (self.accepted + s * anchor) / (self.reached + s)
+            self._table = np.clip(fine, 0.0, 1.0).reshape(-1).tolist()
+        return self._table
+
+    def update(self, cells: list[int], reached: list[bool], hit: list[bool]) -> None:
+        """One verified tree: per drafted node its cell, whether its parent was accepted, whether it was."""
+        if self.decay < 1.0:
+            self.reached *= self.decay
+            self.accepted *= self.decay
+        flat_r, flat_a = self.reached.reshape(-1), self.accepted.reshape(-1)
+        for c, r, h in zip(cells, reached, hit, strict=True):
+            if r:
+                flat_r[c] += 1.0
+                if h:
+                    flat_a[c] += 1.0
+        self._table = None
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"reached": self.reached.copy(), "accepted": self.accepted.copy()}
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        self.reached, self.accepted = state["reached"].copy(), state["accepted"].copy()
+        self._table = None
+
+
+def calibration_bin(p: float) -> int:
+    return min(CALIBRATION_BINS - 1, max(0, int(p * CALIBRATION_BINS)))
+
+
+class Calibration:
+    """Per bin of the predicted P(path accepted): verified nodes, accepted ones, and the predictions' sum."""
+
+    def __init__(self) -> None:
+        self.nodes = [0] * CALIBRATION_BINS
+        self.accepted = [0] * CALIBRATION_BINS
+        self.predicted = [0.0] * CALIBRATION_BINS
+
+    def add(self, predicted: float, accepted: bool) -> None:
+        b = calibration_bin(predicted)
+        self.nodes[b] += 1
+        self.accepted[b] += int(accepted)
+        self.predicted[b] += predicted
+
+    def as_stats(self) -> dict[str, list]:
+        return {
+            "hw_calib_nodes": list(self.nodes),
+            "hw_calib_accepted": list(self.accepted),
+            "hw_calib_predicted": [round(p, 6) for p in self.predicted],
+        }

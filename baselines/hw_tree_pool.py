@@ -1,0 +1,180 @@
+"""The hardware-aware tree's candidate pool and its selection (Sequoia, Chen et al., arXiv 2402.12374, §3.1 and
+§3.3, on this harness's training-free sources).
+
+A pool is a token trie under the anchor: every source inserts its drafts as paths, a (parent, token) edge
+proposed by several sources becomes one node carrying every source's bit and confidence bin. A node's value
+is P(its path is accepted) = Π r(edge) along the path, r from `AcceptanceEstimator`; since r ≤ 1 a value
+never exceeds its parent's, so the best-first heap order makes every prefix of b nodes the ancestor-closed
+subtree of size b with the largest E[accepted] = Σ values. `best_size` then picks the b maximising
+E[committed | b] / t(b) (committed = accepted + the bonus token). Pure Python, no torch.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+# Source bits of a pool node (a node may carry several).
+CTX = 0  # the context matcher's chain (earliest occurrence, extended): Goose's spine, PLD's chain
+ALT = 1  # the context matcher's other occurrences of the same n-gram
+SUF = 2  # SuffixDecoding's frequency tree
+ADJ = 3  # the adjacency table's successors: Goose's branches, TR
+SOURCE_BITS: tuple[str, ...] = ("ctx", "alt", "suf", "adj")
+NUM_MASKS = 1 << len(SOURCE_BITS)
+# The source whose confidence bin keys a multi-source node, most informative first.
+LEAD_ORDER: tuple[int, ...] = (SUF, ALT, ADJ, CTX)
+CONF_BINS = 5  # confidence bins per source (see `conf_bin`)
+
+
+def conf_bin(value: float) -> int:
+    """Bin of a confidence in [0, 1] (a frequency, a share, a softmax score): 5 equal-width bins."""
+    return min(CONF_BINS - 1, max(0, int(value * CONF_BINS)))
+
+
+@dataclass
+class CandidatePool:
+    """The candidate trie: node 0 is the anchor; per node its token, parent, depth, source mask and per-source
+    confidence bin (-1: not proposed by that source); `kids[i]` maps a token to its child."""
+
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)
+    masks: list[int] = field(default_factory=list)
+    bins: list[list[int]] = field(default_factory=list)
+    kids: list[dict[int, int]] = field(default_factory=list)
+
+    @classmethod
+    def rooted(cls, anchor: int) -> CandidatePool:
+        return cls([int(anchor)], [-1], [0], [0], [[-1] * len(SOURCE_BITS)], [{}])
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add(self, parent: int, token: int, source: int, bin_: int) -> int:
+        """The child `token` of `parent` with `source`'s bit and bin (the best bin if proposed twice)."""
+        token = int(token)
+        node = self.kids[parent].get(token)
+        if node is None:
+            node = len(self.tokens)
+            self.tokens.append(token)
+            self.parents.append(parent)
+            self.depths.append(self.depths[parent] + 1)
+            self.masks.append(0)
+            self.bins.append([-1] * len(SOURCE_BITS))
+            self.kids.append({})
+            self.kids[parent][token] = node
+        self.masks[node] |= 1 << source
+        self.bins[node][source] = max(self.bins[node][source], bin_)
+        return node
+
+    def add_path(self, parent: int, tokens: Sequence[int], source: int, bins: Sequence[int]) -> None:
+        """A chain of tokens under `parent`, one bin per token."""
+        for token, b in zip(tokens, bins, strict=True):
+            parent = self.add(parent, token, source, b)
+
+    def add_tree(
+        self, tokens: Sequence[int], parents: Sequence[int], source: int, bins: Sequence[int]
+    ) -> None:
+        """A draft tree under the anchor: parents index earlier entries, −1 is the anchor."""
+        where: list[int] = []
+        for token, p, b in zip(tokens, parents, bins, strict=True):
+            where.append(self.add(0 if p < 0 else where[p], token, source, b))
+
+    def lead_bin(self, node: int) -> int:
+        """The confidence bin of the node's most informative source (`LEAD_ORDER`)."""
+        b = self.bins[node]
+        for s in LEAD_ORDER:
+            if b[s] >= 0:
+                return b[s]
+        return 0
+
+
+# rate(pool, node) -> r, P(node accepted | parent accepted) in [0, 1]
+RateFn = Callable[[CandidatePool, int], float]
+# expand(pool, node): add lazily generated children of `node` (the adjacency successors) before it is opened
+ExpandFn = Callable[[CandidatePool, int], None]
+
+
+@dataclass
+class Selection:
+    """Pool nodes in best-first order (`order[0]` = 0, the anchor), their values (P(path accepted); 1 for the
+    anchor) and, per selected node, its parent's place in `order`."""
+
+    order: list[int]
+    values: list[float]
+    parents: list[int]
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def expected_committed(self) -> list[float]:
+        """E[committed | b] for b = 1..len: the anchor's value 1 is the bonus token."""
+        out, total = [], 0.0
+        for v in self.values:
+            total += v
+            out.append(total)
+        return out
+
+
+def select_best_first(
+    pool: CandidatePool,
+    rate: RateFn,
+    budget: int,
+    expand: ExpandFn | None = None,
+    latency: Callable[[int], float] | None = None,
+) -> Selection:
+    """The `budget` most valuable pool nodes, anchor included, in best-first order (ties: shallower, then
+    earlier in the pool); every prefix is the largest-E[accepted] ancestor-closed subtree of its size.
+    With `latency` t the selection stops once no larger tree can beat the best E[committed | b] / t(b) so
+    far: m more nodes add at most m times the next value and cost at least t(b + 1), so `best_size` picks
+    the same b from the shorter selection."""
+    if budget < 1:
+        raise ValueError(f"budget = {budget}: must be >= 1")
+    order, values, parents = [0], [1.0], [-1]
+    heap: list[tuple[float, int, int, int]] = []  # (-value, depth, pool node, parent's place)
+
+    def open_node(node: int, place: int) -> None:
+        if expand is not None:
+            expand(pool, node)
+        value = values[place]
+        depth = pool.depths[node] + 1
+        for child in pool.kids[node].values():
+            r = rate(pool, child)
+            if not 0.0 <= r <= 1.0:
+                raise ValueError(f"pool node {child}: rate {r} outside [0, 1]")
+            heapq.heappush(heap, (-value * r, depth, child, place))
+
+    open_node(0, 0)
+    expected = 1.0
+    best = 1.0 / latency(1) if latency is not None else 0.0
+    while heap and len(order) < budget:
+        neg, _, node, parent_place = heapq.heappop(heap)
+        order.append(node)
+        values.append(-neg)
+        parents.append(parent_place)
+        b = len(order)
+        if b >= budget:
+            break
+        open_node(node, b - 1)
+        if latency is not None and heap:
+            expected -= neg
+            best = max(best, expected / latency(b))
+            if (expected - heap[0][0] * (budget - b)) / latency(b + 1) <= best:
+                break  # no larger tree can do better
+    return Selection(order, values, parents)
+
+
+def best_size(expected: Sequence[float], latency: Callable[[int], float], min_size: int = 1) -> int:
+    """b* = argmax_b expected[b − 1] / latency(b) over b in [min_size, len(expected)] (Sequoia's hardware-aware
+    size); ties go to the smaller tree."""
+    n = len(expected)
+    if n == 0:
+        raise ValueError("no sizes to choose from")
+    lo = min(max(1, min_size), n)
+    best, best_rate = lo, expected[lo - 1] / latency(lo)
+    for b in range(lo + 1, n + 1):
+        r = expected[b - 1] / latency(b)
+        if r > best_rate:
+            best, best_rate = b, r
+    return best

@@ -1,0 +1,302 @@
+"""Which method would win at GPU cost: per-step trees recorded on this machine, replayed against other cost
+curves. A projection, not a measurement.
+
+    python -m experiments.gpu_cost_replay --model smollm2-135m --benches humaneval,gsm8k,mtbench --limit 3 \
+        --max-new-tokens 128 --threads 1 --out results/gpu_cost_replay
+
+Recording (greedy, T = 0): every method of --methods at its configured budget, and hw_tree
+(baselines/hw_tree.py) sized with this machine's latency curve (as budget=auto), on the same prompts. Per
+step a fixed method leaves (tree size, tokens committed); hw_tree leaves its whole best-first candidate
+pool before sizing (up to B nodes): each node's estimated P(path accepted), its parent, and whether it
+would have been accepted, read off the generated output (at T = 0 a node is accepted iff its path equals
+the greedy continuation, and the output equals AR's).
+
+Replay: for a cost curve t(n) (one verification step of n nodes), a fixed method's projected speed-up over
+AR is Σ committed · t(1) / Σ t(n_i) over its recorded steps; hw_tree re-chooses each step's size b* =
+argmax E[committed | b] / t(b) from its estimates (not from the labels) and commits 1 + the deepest
+accepted node among the first b* nodes. Curves: this machine's (calibrated at recording), the committed
+GPU record (`results/gpu/gpu_check.json`: random weights with Vicuna-7B's and Llama-3-8B's shapes on an
+H200, eager and CUDA graphs, KV 512) and Sequoia's published profile t(8)/t(1) = 1.2, t(16)/t(1) = 1.4,
+t(32)/t(1) = 1.8 (arXiv 2402.12374; linear between and beyond). Assumed: the larger target accepts what
+SmolLM2 accepted, step for step, along the recorded trajectory; drafting costs nothing on the GPU
+host. Writes <out>/replay.json (the recording) and <out>/projection.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from analysis.projection import CostCurve
+from baselines.hw_tree_pool import best_size
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU_RECORD = ROOT / "results" / "gpu" / "gpu_check.json"
+SEQUOIA_PUBLISHED = {"sizes": [1, 8, 16, 32], "relative": [1.0, 1.2, 1.4, 1.8]}
+DEFAULT_METHODS = "goose,suffix,pld,opt_tree,tr"
+HW_TREE = "hw_tree"
+
+
+# ------------------------------------------------------------------------------------ pure replay
+def path_labels(
+    output: Sequence[int], anchor_at: int, tokens: Sequence[int], parents: Sequence[int]
+) -> list[bool]:
+    """Per selected node (node 0 the anchor, parents earlier), whether its path of drafted tokens equals the
+    output after position `anchor_at` (the anchor's index in `output`); nodes past the output's end: False."""
+    n = len(tokens)
+    depth, ok = [0] * n, [True] * n
+    for i in range(1, n):
+        p = parents[i]
+        depth[i] = depth[p] + 1
+        at = anchor_at + depth[i]
+        ok[i] = ok[p] and at < len(output) and output[at] == tokens[i]
+    return ok
+
+
+def committed_at(labels: Sequence[bool], parents: Sequence[int], b: int) -> int:
+    """Tokens a tree of the first b nodes commits: 1 + depth of its deepest accepted node."""
+    depth, best = [0] * b, 0
+    for i in range(1, b):
+        depth[i] = depth[parents[i]] + 1
+        if labels[i]:
+            best = max(best, depth[i])
+    return 1 + best
+
+
+def curve_function(sizes: Sequence[int], seconds: Sequence[float]) -> Callable[[int], float]:
+    """t(n), piecewise linear through the points and extended linearly beyond the last one."""
+    curve = CostCurve(list(sizes), {0: list(seconds)})
+    return lambda n: curve.t(n, 0)
+
+
+def replay_fixed(steps: Sequence[Sequence[int]], t: Callable[[int], float]) -> dict[str, float]:
+    """A recorded method's steps [(tree size, tokens committed)] at cost t: τ over steps, mean tree,
+    projected speed-up over AR."""
+    committed = sum(c for _, c in steps)
+    seconds = sum(t(n) for n, _ in steps)
+    return {
+        "steps": len(steps),
+        "tau": committed / len(steps) if steps else 0.0,
+        "tree": sum(n for n, _ in steps) / len(steps) if steps else 0.0,
+        "speedup": committed * t(1) / seconds if seconds else 0.0,
+    }
+
+
+def replay_hw_tree(pools: Sequence[Mapping[str, Any]], t: Callable[[int], float]) -> dict[str, float]:
+    """hw_tree's recorded pools ({values, parents, labels}) sized again for cost t (b* from the values)."""
+    steps = []
+    for pool in pools:
+        values = pool["values"]
+        expected, total = [], 0.0
+        for v in values:
+            total += v
+            expected.append(total)
+        b = best_size(expected, t)
+        steps.append((b, committed_at(pool["labels"], pool["parents"], b)))
+    return replay_fixed(steps, t)
+
+
+def project(record: Mapping[str, Any], curves: Mapping[str, Callable[[int], float]]) -> list[dict[str, Any]]:
+    """One row per curve × bench (and "all") × method of the recording."""
+    out = []
+    for curve_name, t in curves.items():
+        for bench in [*record["benches"], "all"]:
+            prompts = [p for p in record["prompts"] if bench in ("all", p["bench"])]
+            methods = sorted({m for p in prompts for m in p["steps"]} | ({HW_TREE} if prompts else set()))
+            for method in methods:
+                if method == HW_TREE:
+                    pools = [s for p in prompts for s in p.get("hw_tree_pools", [])]
+                    if not pools:
+                        continue
+                    res = replay_hw_tree(pools, t)
+                else:
+                    res = replay_fixed([s for p in prompts for s in p["steps"].get(method, [])], t)
+                out.append({"curve": curve_name, "bench": bench, "method": method, **res})
+    return out
+
+
+def winners(table: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(curve, bench) -> the method with the largest projected speed-up."""
+    best: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in table:
+        key = (r["curve"], r["bench"])
+        if key not in best or r["speedup"] > best[key]["speedup"]:
+            best[key] = r
+    return {k: v["method"] for k, v in best.items()}
+
+
+def gpu_curves(path: Path, kv: str = "512") -> dict[str, Callable[[int], float]]:
+    """The cost curves of the committed GPU record: per shape, eager and CUDA graphs, at KV length `kv`."""
+    data = json.loads(path.read_text())
+    device = (data.get("environment", {}).get("hardware", {}) or {}).get("gpu") or "GPU"
+    out = {}
+    for shape, rec in data.get("stages", {}).get("timing", {}).items():
+        for kind, curves in (
+            ("eager", rec.get("cost_curve")),
+            ("graphs", (rec.get("graphs") or {}).get("cost_curve")),
+        ):
+            c = (curves or {}).get(kv)
+            if c:
+                out[f"{shape} {kind} ({device}, KV {kv}; measured)"] = curve_function(
+                    c["sizes"], c["seconds"]
+                )
+    return out
+
+
+def standard_curves(
+    cpu: Mapping[str, Any] | None, gpu_record: Path | None
+) -> dict[str, Callable[[int], float]]:
+    curves: dict[str, Callable[[int], float]] = {}
+    if cpu:
+        curves["this machine (CPU; calibrated at recording)"] = curve_function(cpu["sizes"], cpu["seconds"])
+    if gpu_record is not None and gpu_record.is_file():
+        curves.update(gpu_curves(gpu_record))
+    s = SEQUOIA_PUBLISHED
+    curves["Sequoia's profile (published, arXiv 2402.12374)"] = curve_function(s["sizes"], s["relative"])
+    return curves
+
+
+def markdown(table: Sequence[Mapping[str, Any]], record: Mapping[str, Any]) -> str:
+    lines = [
+        "# GPU-cost replay (a projection, not a measurement)",
+        "",
+        f"Recorded with `{record['model']}` ({record['dtype']}), {len(record['prompts'])} prompts of "
+        f"{', '.join(record['benches'])}, max_new_tokens {record['max_new_tokens']}, greedy. Projected "
+        "speed-up over AR = Σ committed · t(1) / Σ t(tree size), forward cost only (drafting assumed free), "
+        "assuming the larger target accepts what the recording accepted, step for step; hw_tree re-sizes "
+        "each recorded pool for each curve from its own estimates.",
+        "",
+    ]
+    win = winners(table)
+    for curve in dict.fromkeys(r["curve"] for r in table):
+        lines += [
+            f"## {curve}",
+            "",
+            "| bench | method | steps | τ | mean tree | projected speed-up |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in table:
+            if r["curve"] == curve:
+                mark = " **(best)**" if win[(curve, r["bench"])] == r["method"] else ""
+                lines.append(
+                    f"| {r['bench']} | {r['method']}{mark} | {r['steps']} | {r['tau']:.2f} | {r['tree']:.1f} "
+                    f"| {r['speedup']:.2f} |"
+                )
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------ recording (torch)
+class PoolRecorder:
+    """A step callback keeping hw_tree's best-first pool of every step and where its anchor sits in the
+    output (the output starts with the prefill's token: the first anchor is at 0)."""
+
+    def __init__(self, drafter: Any) -> None:
+        self.drafter, self.pools, self.anchor_at = drafter, [], 0
+
+    def __call__(self, tree: Any, outcome: Any, rec: Any) -> None:
+        sel, pool = self.drafter.last_selection, self.drafter.last_pool
+        self.pools.append(
+            {
+                "anchor_at": self.anchor_at,
+                "tokens": [pool.tokens[i] for i in sel.order],
+                "values": [round(v, 6) for v in sel.values],
+                "parents": list(sel.parents),
+                "verified": rec.tree_size,
+            }
+        )
+        self.anchor_at += rec.new_tokens
+
+    def labelled(self, output: Sequence[int]) -> list[dict[str, Any]]:
+        """The pools with each node's acceptance read off the finished output (`path_labels`)."""
+        out = []
+        for p in self.pools:
+            labels = path_labels(output, p["anchor_at"], p["tokens"], p["parents"])
+            out.append(
+                {"values": p["values"], "parents": p["parents"], "verified": p["verified"], "labels": labels}
+            )
+        return out
+
+
+def record(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every method and hw_tree on the prompts and keep what the replay needs."""
+    import torch
+
+    from baselines.hw_tree import HwTreeDrafter
+    from experiments.bench import load_prompts, method_factory, model_and_engine
+    from goose.engine.budget.cost_model import engine_latency
+    from goose.engine.core.decode import generate
+
+    torch.set_num_threads(args.threads)
+    loaded, engine = model_and_engine(args.model, args.dtype)
+    table = engine_latency(engine)
+    prompts = load_prompts(
+        loaded.tokenizer, args.model, args.benches.split(","), args.limit, args.data_dir, "auto"
+    )
+    methods = [m for m in args.methods.split(",") if m and m != HW_TREE]
+    drafters = {m: method_factory(m)() for m in methods}  # one per method across prompts, as in a run
+    hw = method_factory(HW_TREE)()
+    assert isinstance(hw, HwTreeDrafter)
+    hw.use_latency(table)
+    hw.full_pool = True  # the whole pool up to B, so that other curves can size it differently
+    out: dict[str, Any] = {
+        "model": args.model,
+        "dtype": str(engine.dtype).replace("torch.", ""),
+        "benches": args.benches.split(","),
+        "max_new_tokens": args.max_new_tokens,
+        "cpu_curve": {"sizes": list(table.sizes), "seconds": list(table.seconds)},
+        "prompts": [],
+    }
+    for p in prompts:
+        entry: dict[str, Any] = {"bench": p.bench, "prompt_id": p.prompt_id, "steps": {}}
+        for m, d in drafters.items():
+            gen = generate(engine, d, p.ids, args.max_new_tokens)
+            entry["steps"][m] = [[s.tree_size, s.new_tokens] for s in gen.steps]
+        recorder = PoolRecorder(hw)
+        gen = generate(engine, hw, p.ids, args.max_new_tokens, on_step=recorder)
+        pools = recorder.labelled(gen.output_ids)
+        entry["steps"][HW_TREE + "_recorded"] = [[s.tree_size, s.new_tokens] for s in gen.steps]
+        entry["hw_tree_pools"] = pools
+        out["prompts"].append(entry)
+        print(f"recorded {p.bench} {p.prompt_id}")
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--dtype", default=None)
+    ap.add_argument("--benches", default="humaneval,gsm8k,mtbench")
+    ap.add_argument("--limit", type=int, default=3)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--methods", default=DEFAULT_METHODS, help="fixed-budget methods replayed beside hw_tree")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--gpu-record", default=str(GPU_RECORD))
+    ap.add_argument("--out", default="results/gpu_cost_replay")
+    ap.add_argument("--replay-only", action="store_true", help="project <out>/replay.json again")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.replay_only:
+        rec = json.loads((out / "replay.json").read_text())
+    else:
+        rec = record(args)
+        (out / "replay.json").write_text(json.dumps(rec))
+    table = project(rec, standard_curves(rec.get("cpu_curve"), Path(args.gpu_record)))
+    (out / "projection.json").write_text(json.dumps(table, indent=1))
+    text = markdown(table, rec)
+    (out / "projection.md").write_text(text + "\n")
+    print(text)
+    return table
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""analysis/hw_tree_gap.py and analysis/hw_tree_calibration.py on hand-built rows: the pooled τ, tree
+size, time split and cut; the calibration curve and its error; both scripts' files through make_figures'
+`build` on a results directory, and their skip without hw_tree rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis import hw_tree_calibration, hw_tree_gap
+from analysis.load import load
+from analysis.report import Skip
+
+
+def row(method: str, bench: str = "humaneval", prompt: str = "0", **extra) -> dict:
+    base = {
+        "schema_version": 1,
+        "model": "smollm2-135m",
+        "bench": bench,
+        "method": method,
+        "config_hash": "x",
+        "prompt_id": prompt,
+        "max_new_tokens": 64,
+        "dtype": "float32",
+        "chat_template": False,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "sample_seed": None,
+        "status": "ok",
+        "generated_tokens": 30,
+        "forward_calls": 11,  # 10 steps
+        "offered": {"spine": 40, "branch": 10},  # 5 drafted nodes a step: tree 6
+        "draft_s": 0.01,
+        "forward_s": 0.08,
+        "walk_s": 0.005,
+        "update_s": 0.005,
+        "verify_s": 0.085,
+        "drafter_stats": {},
+    }
+    return {**base, **extra}
+
+
+AUTO_STATS = {"auto_trees": 8, "auto_nodes_proposed": 80, "auto_nodes_verified": 48, "auto_cut_to_ar": 2}
+HW_STATS = {
+    "hw_steps": 10,
+    "hw_pool_nodes": 300,
+    "hw_verified_nodes": 60,
+    "route_ar": 1,
+    "hw_calib_nodes": [4, 0, 0, 0, 0, 0, 0, 0, 0, 6],
+    "hw_calib_accepted": [1, 0, 0, 0, 0, 0, 0, 0, 0, 3],
+    "hw_calib_predicted": [0.2, 0, 0, 0, 0, 0, 0, 0, 0, 5.7],
+}
+
+
+def test_summary_pools_tau_tree_split_and_cut():
+    s = hw_tree_gap.summarise([row("goose_auto", drafter_stats=AUTO_STATS)] * 2)
+    assert s["tau"] == pytest.approx(60 / 22) and s["tree"] == pytest.approx(6.0)
+    assert s["draft_ms"] == pytest.approx(1.0) and s["forward_ms"] == pytest.approx(8.0)
+    assert s["off_forward"] == pytest.approx(0.02 / 0.1)
+    # per step: 160 proposed nodes over 16 trees + 4 anchor-only steps of 20: 1 + 8 - 0.8 = 8.2
+    assert s["proposed"] == pytest.approx(8.2) and s["cut"] == pytest.approx(64 / 20)
+    assert s["cut_to_ar"] == pytest.approx(0.2)
+    hw = hw_tree_gap.summarise([row("hw_tree_auto", drafter_stats=HW_STATS)])
+    assert (hw["proposed"], hw["cut"], hw["cut_to_ar"]) == (30, 24, 0.1)
+    pld = hw_tree_gap.summarise([row("pld")])
+    assert pld["proposed"] != pld["proposed"]  # NaN: no size rule
+
+
+def test_gap_table_keeps_the_methods_of_the_question():
+    rows = [row("goose_auto"), row("pld"), row("hw_tree_auto"), row("eagle2"), row("pld", temperature=0.7)]
+    table = hw_tree_gap.gap_table([("run", rows)])
+    assert [t["method"] for t in table] == ["goose_auto", "pld", "hw_tree_auto"]
+    assert hw_tree_gap.gap_method_name("suffix_auto") == "SuffixDecoding auto"
+
+
+def test_calibration_curve_and_error():
+    bins = hw_tree_calibration.pooled_bins([row("hw_tree", drafter_stats=HW_STATS)] * 2)
+    points = hw_tree_calibration.curve(bins)
+    assert [p["nodes"] for p in points] == [8, 12]
+    assert points[0]["predicted"] == pytest.approx(0.05) and points[0]["observed"] == pytest.approx(0.25)
+    assert points[1]["predicted"] == pytest.approx(0.95) and points[1]["observed"] == pytest.approx(0.5)
+    ece = hw_tree_calibration.expected_calibration_error(points)
+    assert ece == pytest.approx((8 * 0.2 + 12 * 0.45) / 20)
+    assert hw_tree_calibration.pooled_bins([row("pld")]) is None
+
+
+def write_rows(folder: Path, rows: list[dict]) -> None:
+    path = folder / "smollm2-135m" / "humaneval.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_scripts_write_their_files_and_skip_without_rows(tmp_path):
+    results = tmp_path / "results" / "runs"
+    write_rows(results, [row("ar", method_config={}), row("hw_tree_auto", drafter_stats=HW_STATS)])
+    bench_run = tmp_path / "results" / "bench" / "b1" / "repeat0"
+    write_rows(bench_run, [row("goose_auto", drafter_stats=AUTO_STATS), row("pld")])
+    res = load(results, tmp_path / "results")
+    out = tmp_path / "figures"
+    gap = hw_tree_gap.build(res, out)
+    assert {p.name for p in gap.files} == {"hw_tree_gap.md", "hw_tree_gap.tex"}
+    text = (out / "hw_tree_gap.md").read_text()
+    assert "bench/b1" in text and "Goose auto" in text and "hw_tree auto" in text
+    cal = hw_tree_calibration.build(res, out)
+    assert {p.name for p in cal.files} >= {"hw_tree_calibration.md", "hw_tree_calibration.png"}
+    empty = tmp_path / "empty"
+    write_rows(empty, [row("ar")])
+    with pytest.raises(Skip):
+        hw_tree_calibration.build(load(empty, tmp_path / "nothing"), out)
+    with pytest.raises(Skip):
+        hw_tree_gap.build(load(empty, tmp_path / "nothing"), out)
+
+
+def test_registered_in_make_figures():
+    from analysis import make_figures
+
+    assert hw_tree_gap in make_figures.SCRIPTS and hw_tree_calibration in make_figures.SCRIPTS

@@ -1,0 +1,386 @@
+"""hw_tree: best-first selection against brute force over every ancestor-closed subtree of small pools, the
+size choice under hand-set latency functions, the pool's merging of sources, the estimator and the
+calibration counts, the mapping of depth-cut trees, config and validation, identity with AR on tiny models."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from baselines.hw_tree import HwTreeDrafter, occurrence_bins
+from baselines.hw_tree_acceptance import (
+    CALIBRATION_BINS,
+    AcceptanceEstimator,
+    Calibration,
+    source_priors,
+)
+from baselines.hw_tree_pool import (
+    ADJ,
+    ALT,
+    CTX,
+    SUF,
+    CandidatePool,
+    best_size,
+    conf_bin,
+    select_best_first,
+)
+from goose.engine.core.tree import BRANCH, ROOT, SPINE
+from tests.conftest import method_config
+
+
+# ------------------------------------------------------------------ hand-built pools
+def hand_pool(edges: list[tuple[int, int]]) -> CandidatePool:
+    """A pool whose node i (1-based, in the order given) is edges[i-1] = (parent, token), source CTX."""
+    pool = CandidatePool.rooted(0)
+    for parent, token in edges:
+        pool.add(parent, token, CTX, 0)
+    return pool
+
+
+def rate_from(rates: dict[int, float]):
+    return lambda pool, node: rates[node]
+
+
+#        0
+#      / | \
+#     1  2  3          r: 1 .9, 2 .5, 3 .2
+#    / \    |
+#   4   5   6          r: 4 .8 (.72), 5 .1 (.09), 6 .9 (.18)
+#   |
+#   7                  r: .5 (.36)
+HAND_EDGES = [(0, 11), (0, 12), (0, 13), (1, 14), (1, 15), (3, 16), (4, 17)]
+HAND_RATES = {1: 0.9, 2: 0.5, 3: 0.2, 4: 0.8, 5: 0.1, 6: 0.9, 7: 0.5}
+
+
+def test_selection_order_on_a_hand_built_pool():
+    sel = select_best_first(hand_pool(HAND_EDGES), rate_from(HAND_RATES), 100)
+    # values: 1 .9, 4 .72, 2 .5, 7 .36, 3 .2, 6 .18, 5 .09
+    assert sel.order == [0, 1, 4, 2, 7, 3, 6, 5]
+    assert sel.values == pytest.approx([1.0, 0.9, 0.72, 0.5, 0.36, 0.2, 0.18, 0.09])
+    assert sel.parents == [-1, 0, 1, 0, 2, 0, 5, 1]  # parents as places in the order
+    assert sel.expected_committed()[3] == pytest.approx(1 + 0.9 + 0.72 + 0.5)
+    assert select_best_first(hand_pool(HAND_EDGES), rate_from(HAND_RATES), 3).order == [0, 1, 4]
+
+
+def ancestor_closed_subsets(parents: list[int], size: int):
+    """Every set of `size` nodes that holds node 0 and the parent of each of its nodes (brute force)."""
+    for rest in itertools.combinations(range(1, len(parents)), size - 1):
+        chosen = {0, *rest}
+        if all(parents[i] in chosen for i in rest):
+            yield chosen
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_prefix_is_the_best_subtree_of_its_size_by_brute_force(seed):
+    rng = random.Random(seed)
+    n = rng.randint(4, 10)
+    edges = [(rng.randrange(i), 100 + i) for i in range(1, n)]  # node i's parent among 0..i-1
+    pool = hand_pool(edges)
+    rates = {i: rng.choice([rng.random(), 1.0, 0.5]) for i in range(1, n)}  # ties and r = 1 included
+    value = [1.0] * n
+    for i in range(1, n):
+        value[i] = value[pool.parents[i]] * rates[i]
+    sel = select_best_first(pool, rate_from(rates), n)
+    assert sorted(sel.order) == list(range(n))
+    for b in range(1, n + 1):
+        prefix = sel.order[:b]
+        assert all(pool.parents[i] in prefix[:k] for k, i in enumerate(prefix) if i)  # parents first
+        best = max(sum(value[i] for i in s) for s in ancestor_closed_subsets(pool.parents, b))
+        assert sum(sel.values[:b]) == pytest.approx(best)
+        assert sel.expected_committed()[b - 1] == pytest.approx(best)
+
+
+def test_rates_outside_the_unit_interval_are_rejected():
+    with pytest.raises(ValueError, match="outside"):
+        select_best_first(hand_pool(HAND_EDGES), lambda pool, node: 1.5, 4)
+    with pytest.raises(ValueError, match="budget"):
+        select_best_first(hand_pool(HAND_EDGES), rate_from(HAND_RATES), 0)
+
+
+def test_lazy_children_join_the_pool_when_their_parent_is_opened():
+    pool = hand_pool([(0, 11)])
+    opened = []
+
+    def expand(p, node):
+        opened.append(node)
+        p.add(node, 11 if node == 0 else 50 + node, ADJ, 4)  # under the anchor: the CTX token again
+
+    sel = select_best_first(pool, lambda p, node: 0.5, 4, expand)
+    assert pool.masks[1] == (1 << CTX) | (1 << ADJ) and pool.bins[1][ADJ] == 4  # merged, not duplicated
+    assert sel.order == [0, 1, 2, 3] and opened == [0, 1, 2]  # the last node is never opened
+
+
+# ------------------------------------------------------------------ the size choice
+def test_best_size_under_hand_set_latencies():
+    expected = [1.0, 1.9, 2.6, 3.0, 3.2]
+    # t(b) = 1 + 0.1 (b - 1): rates 1, 1.727, 2.167, 2.308, 2.286 -> b* = 4
+    assert best_size(expected, lambda b: 1 + 0.1 * (b - 1)) == 4
+    assert best_size(expected, lambda b: 1.0) == 5  # a flat curve: the whole pool
+    assert best_size(expected, lambda b: float(b)) == 1  # every node costs a full step: AR
+    assert best_size([1.0, 2.0], lambda b: float(b)) == 1  # a tie goes to the smaller tree
+    assert best_size(expected, lambda b: float(b), min_size=3) == 3
+
+
+def test_sequoia_profile_prefers_a_larger_tree_than_a_cpu_like_curve():
+    expected = [1.0 + sum(0.8**d for d in range(1, b)) for b in range(1, 33)]
+    sequoia = {1: 1.0, 8: 1.2, 16: 1.4, 32: 1.8}
+
+    def gpu(b):
+        xs = sorted(sequoia)
+        for x0, x1 in zip(xs, xs[1:], strict=False):
+            if b <= x1:
+                return sequoia[x0] + (sequoia[x1] - sequoia[x0]) * (b - x0) / (x1 - x0)
+        return sequoia[32]
+
+    assert best_size(expected, gpu) > best_size(expected, lambda b: 1 + 0.25 * (b - 1))
+
+
+# ------------------------------------------------------------------ sources, estimator, calibration
+def test_occurrence_bins_are_shares_of_the_continuations():
+    # 4 continuations in all: the primary (1, 2, 3) and three others
+    bins = occurrence_bins([1, 2, 3], [[1, 2, 4], [1, 5], [6]])
+    # (1,): 3 of 4 -> .75 (bin 3); (1,2): 2 of 3 -> bin 3; (1,2,4): 1 of 2 -> bin 2; (1,5): 1 of 3 -> bin 1
+    assert bins == [[conf_bin(0.75), conf_bin(2 / 3), conf_bin(0.5)], [conf_bin(0.75), conf_bin(1 / 3)], [1]]
+
+
+def test_estimator_learns_forgets_and_restores():
+    prior = source_priors(0.3, 0.8, 0.9, 0.8)
+    est = AcceptanceEstimator(prior, prior_strength=2.0, decay=0.9)
+    cell = AcceptanceEstimator.cell(1 << ADJ, 1, 0)
+    other = AcceptanceEstimator.cell(1 << ADJ, 1, 4)
+    before, other_before = est.table()[cell], est.table()[other]
+    assert before < other_before  # the prior keeps the confidence order
+    for _ in range(30):
+        est.update([cell], [True], [True])
+    learnt = est.table()[cell]
+    assert learnt > 0.8 > 0.2 > before
+    assert est.table()[other] > other_before  # the coarse level moves the unseen bin too
+    saved = est.state()
+    for _ in range(200):
+        est.update([], [], [])
+    assert est.table()[cell] == pytest.approx(before, abs=0.02)  # forgotten: back to the prior
+    est.restore(saved)
+    assert est.table()[cell] == pytest.approx(learnt)
+    est.update([cell], [False], [True])  # a node whose parent was rejected teaches nothing
+    assert est.table()[cell] == pytest.approx(learnt * 1, rel=0.2)
+    with pytest.raises(ValueError, match="decay"):
+        AcceptanceEstimator(prior, decay=0.0)
+
+
+def test_calibration_bins():
+    cal = Calibration()
+    for p, ok in [(0.05, False), (0.95, True), (0.99, False), (1.0, True), (0.5, True)]:
+        cal.add(p, ok)
+    stats = cal.as_stats()
+    assert stats["hw_calib_nodes"] == [1, 0, 0, 0, 0, 1, 0, 0, 0, 3]
+    assert stats["hw_calib_accepted"] == [0, 0, 0, 0, 0, 1, 0, 0, 0, 2]
+    assert stats["hw_calib_predicted"][9] == pytest.approx(2.94)
+    assert len(stats["hw_calib_nodes"]) == CALIBRATION_BINS
+
+
+# ------------------------------------------------------------------ the drafter on a fake verification
+def fake_begin(drafter: HwTreeDrafter, prompt: list[int], vocab: int = 64):
+    import torch
+
+    drafter.begin(prompt, torch.zeros(len(prompt), vocab))
+
+
+def outcome_for(tree, accepted_nodes, vocab: int = 64):
+    import torch
+
+    from goose.engine.core.drafter import VerifyOutcome
+
+    new = [tree.tokens[i] for i in accepted_nodes[1:]] + [1]  # the accepted path and a bonus token 1
+    return VerifyOutcome(torch.zeros(len(tree), vocab), [0] * len(tree), accepted_nodes, new)
+
+
+def test_drafter_merges_the_context_chain_its_alternatives_and_the_suffix_tree():
+    d = HwTreeDrafter(adj_width=0, prefill_harvest=False)
+    prompt = [1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 1, 2, 3]
+    fake_begin(d, prompt)
+    tree = d.propose(prompt)
+    tree.validate()
+    pool = d.last_pool
+    # the earliest occurrence of (1, 2, 3) continues with 4 (CTX), the later one with 5 (ALT); the suffix
+    # tree proposes both continuations by frequency (SUF)
+    first = {pool.tokens[c]: c for c in pool.kids[0].values()}
+    assert set(first) == {4, 5}
+    assert pool.masks[first[4]] & (1 << CTX) and pool.masks[first[5]] & (1 << ALT)
+    assert pool.masks[first[4]] & (1 << SUF) and pool.masks[first[5]] & (1 << SUF)
+    assert tree.sources[0] == ROOT and set(tree.sources[1:]) == {SPINE}
+    assert len(tree) == len(d.last_selection)  # no latency: the whole selection up to B
+
+
+def test_drafter_sizes_its_own_tree_with_the_latency():
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3]
+    flat, steep = HwTreeDrafter(prefill_harvest=False), HwTreeDrafter(prefill_harvest=False)
+    flat.use_latency(lambda n: 1.0)
+    steep.use_latency(lambda n: float(n))
+    fake_begin(flat, prompt)
+    fake_begin(steep, prompt)
+    assert len(flat.propose(prompt)) == len(flat.last_selection) > 2
+    assert len(steep.propose(prompt)) == 1 and steep.route == "ar"
+    assert steep.stats["hw_pool_nodes"] > 1
+
+
+def test_drafter_learns_from_a_depth_cut_tree_and_counts_calibration():
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3]
+    d = HwTreeDrafter(prefill_harvest=False, adj_width=0)
+    fake_begin(d, prompt)
+    tree = d.propose(prompt)
+    assert tree.tokens[:4] == [3, 4, 5, 6] and max(tree.depths) > 3
+    cut = tree.truncate_depth(3)
+    spine = [i for i in range(len(cut)) if cut.tokens[i] in (4, 5, 6) and cut.sources[i] == SPINE]
+    d.observe(cut, outcome_for(cut, [0, *spine]))
+    committed = [*prompt, 4, 5, 6, 1]
+    drafted = len(cut) - 1
+    assert sum(d.stats["hw_calib_nodes"]) == drafted
+    assert sum(d.stats["hw_calib_accepted"]) == 3
+    assert d.stats["hw_verified_nodes"] == len(cut)
+    assert d.stats["hw_src_accepted"][CTX] == 3
+    assert d.estimator.reached.sum() == pytest.approx(drafted * 1.0 - 0.0, rel=0.5)
+    # a tree the drafter did not propose teaches nothing
+    other = d.propose(committed)
+    before = d.estimator.reached.sum()
+    other.tokens[1] = 63
+    d.observe(other, outcome_for(other, [0]))
+    assert d.estimator.reached.sum() <= before
+
+
+def test_learnt_rates_are_run_state_and_restore_the_same_trees():
+    prompt = [5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 9, 5, 6]
+    a = HwTreeDrafter(prefill_harvest=False)
+    fake_begin(a, prompt)
+    t = a.propose(prompt)
+    a.observe(t, outcome_for(t, [0, 1]))
+    state = a.run_state()
+    a = HwTreeDrafter(prefill_harvest=False)
+    a.restore_run_state(state)
+    b = HwTreeDrafter(prefill_harvest=False)
+    b.restore_run_state(state)
+    fake_begin(a, prompt)
+    fake_begin(b, prompt)
+    assert a.propose(prompt).tokens == b.propose(prompt).tokens
+
+
+# ------------------------------------------------------------------ config and validation
+def test_method_config_instantiates_through_hydra():
+    from hydra.utils import instantiate
+
+    from goose.harness.compose import compose_config
+
+    cfg = method_config("hw_tree")
+    assert cfg.name == "hw_tree"
+    drafter = instantiate(cfg.drafter, _convert_="all")
+    assert isinstance(drafter, HwTreeDrafter) and drafter.config() == HwTreeDrafter().config()
+    assert drafter.config()["ngram_lengths"] == [5, 4, 3, 2, 1]
+    compose_config(["method=hw_tree", "method.drafter.adj_width=2"])  # validated like a run.py job
+
+
+@pytest.mark.parametrize(
+    "field, value, allowed",
+    [
+        ("budget", 1, ">= 2"),
+        ("max_depth", 0, ">= 1"),
+        ("ngram_lengths", [3, 4], "longest first"),
+        ("alt_matches", -1, ">= 0"),
+        ("alt_chain", 0, ">= 1"),
+        ("suffix", 1, "true or false"),
+        ("suffix_max_depth", 1, ">= 2"),
+        ("suffix_min_token_prob", 1.5, "in [0.0, 1.0]"),
+        ("adj_width", -2, ">= 0"),
+        ("prior_strength", 0.0, "> 0"),
+        ("decay", 1.5, "in [0.0, 1.0]"),
+        ("decay", 0, "in (0, 1]"),
+        ("ctx_prior", -0.1, "in [0.0, 1.0]"),
+        ("adj_prior", 2, "in [0.0, 1.0]"),
+        ("extend_chain", "yes", "true or false"),
+    ],
+)
+def test_bad_hyperparameters_name_field_value_and_range(field, value, allowed):
+    with pytest.raises(ValueError) as err:
+        HwTreeDrafter(**{field: value})
+    assert f"HwTreeDrafter.{field} = {value!r}" in str(err.value) and allowed in str(err.value)
+
+
+def test_bad_hyperparameters_are_rejected_when_the_config_is_composed():
+    from goose.harness.compose import UserError, compose_config
+
+    with pytest.raises(UserError, match=r"HwTreeDrafter.adj_width = -1: must be an integer >= 0"):
+        compose_config(["method=hw_tree", "method.drafter.adj_width=-1"])
+
+
+# ------------------------------------------------------------------ end to end on tiny models
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3"])
+def test_generation_is_identical_to_ar_on_tiny_models(arch):
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.verifier import VerificationEngine
+    from tests.tiny_models import tiny_model
+
+    model = tiny_model(arch, seed=3)
+    drafter = HwTreeDrafter()
+    prompts = [[5, 6, 7, 8, 5, 6, 7, 8, 5, 6], [9, 10, 11, 9, 10, 11, 9, 10]]
+    for prompt in prompts:  # the learnt rates carry over to the second prompt
+        ref = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
+        gen = generate(VerificationEngine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
+        assert gen.output_ids == ref.output_ids
+        assert sum(v for r, v in gen.routes().items() if r != "ar") > 0
+        assert gen.drafter_stats["hw_verified_nodes"] == sum(s.tree_size for s in gen.steps)
+    assert drafter.estimator.reached.sum() > 0
+
+
+def test_generation_under_budget_auto_is_identical_to_ar_and_sized_not_cut():
+    from goose.engine.budget.auto_budget import AutoBudgetDrafter
+    from goose.engine.budget.cost_model import LatencyTable
+    from goose.engine.core.decode import generate
+    from goose.engine.core.drafter import ARDrafter
+    from goose.engine.core.sampling import SamplingParams
+    from goose.engine.core.verifier import VerificationEngine
+    from tests.tiny_models import tiny_model
+
+    model = tiny_model("qwen3", seed=4)
+    engine = VerificationEngine(model, eos_token_ids=())
+    prompt = [3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4, 5]
+    table = LatencyTable(sizes=[1, 8, 64], seconds=[1.0, 1.3, 4.0])
+    for sampling in (None, SamplingParams(0.7)):
+        ref = generate(engine, ARDrafter(), prompt, 32, sampling=sampling, seed=1).output_ids
+        inner = HwTreeDrafter()
+        got = generate(engine, AutoBudgetDrafter(inner, table), prompt, 32, sampling=sampling, seed=1)
+        assert got.output_ids == ref
+        stats = got.drafter_stats
+        assert inner._latency is not None  # budget=auto handed its latency over
+        assert stats["auto_nodes_verified"] == stats["auto_nodes_proposed"]  # sized, never cut
+        assert stats["hw_verified_nodes"] < stats["hw_pool_nodes"]  # the latency kept it small
+
+
+def test_branch_label_for_adjacency_only_nodes():
+    d = HwTreeDrafter(prefill_harvest=True, suffix=False, alt_matches=0)
+    import torch
+
+    prompt = [1, 2, 3]
+    logits = torch.full((3, 64), -10.0)
+    logits[2, 40] = 10.0  # after token 3 the target predicted 40
+    d.begin(prompt, logits)
+    tree = d.propose(prompt)
+    assert tree.tokens[:2] == [3, 40] and tree.sources[1] == BRANCH
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stopping_early_under_a_latency_picks_the_same_size(seed):
+    rng = random.Random(seed)
+    n = rng.randint(3, 40)
+    edges = [(rng.randrange(i), 100 + i) for i in range(1, n)]
+    rates = {i: rng.choice([rng.random(), rng.uniform(0.7, 1.0), 1.0]) for i in range(1, n)}
+    slope, bump = rng.uniform(0.0, 0.4), rng.choice([0.0, 0.5])
+
+    def t(b):
+        return 1.0 + slope * (b - 1) + (bump if b > 8 else 0.0)
+
+    budget = rng.randint(2, n + 3)
+    full = select_best_first(hand_pool(edges), rate_from(rates), budget)
+    short = select_best_first(hand_pool(edges), rate_from(rates), budget, latency=t)
+    assert short.order == full.order[: len(short)]
+    assert best_size(short.expected_committed(), t) == best_size(full.expected_committed(), t)

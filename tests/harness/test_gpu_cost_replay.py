@@ -1,0 +1,118 @@
+"""experiments/gpu_cost_replay.py on a hand-built recording: node labels from the output, tokens committed by a
+size-b prefix, the fixed methods' and hw_tree's projected speed-ups under hand-set curves, the winner, and
+the curves read from the committed GPU record and Sequoia's published profile."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.gpu_cost_replay import (
+    GPU_RECORD,
+    SEQUOIA_PUBLISHED,
+    committed_at,
+    curve_function,
+    gpu_curves,
+    markdown,
+    path_labels,
+    project,
+    replay_fixed,
+    replay_hw_tree,
+    winners,
+)
+
+
+def test_path_labels_follow_the_output():
+    output = [7, 1, 2, 9]
+    assert path_labels(output, 0, [7, 1, 2, 3], [-1, 0, 1, 2]) == [True, True, True, False]
+    assert path_labels(output, 0, [7, 1, 5, 2], [-1, 0, 0, 1]) == [True, True, False, True]
+    # a rejected parent rejects its subtree, and nodes past the output's end are not accepted
+    assert path_labels(output, 0, [7, 5, 2], [-1, 0, 1]) == [True, False, False]
+    assert path_labels(output, 2, [2, 9, 4], [-1, 0, 1]) == [True, True, False]
+
+
+def test_committed_tokens_of_a_prefix():
+    labels, parents = [True, True, False, True], [-1, 0, 0, 1]
+    assert committed_at(labels, parents, 4) == 3
+    assert committed_at(labels, parents, 3) == 2
+    assert committed_at(labels, parents, 1) == 1
+
+
+CHAIN = {"values": [1.0, 0.9, 0.8, 0.1], "parents": [-1, 0, 1, 2], "labels": [True, True, True, False]}
+
+
+def test_hw_tree_is_resized_per_curve():
+    # E[committed | b] = 1, 1.9, 2.7, 2.8
+    flat = replay_hw_tree([CHAIN], lambda n: 1.0)
+    assert (flat["tree"], flat["tau"], flat["speedup"]) == (4, 3, 3)
+    linear = replay_hw_tree([CHAIN], lambda n: float(n))  # every node a full step: AR
+    assert (linear["tree"], linear["tau"], linear["speedup"]) == (1, 1, 1)
+    cpu = replay_hw_tree([CHAIN], lambda n: 1 + 0.5 * (n - 1))  # rates 1, 1.27, 1.35, 1.12: b* = 3
+    assert (cpu["tree"], cpu["tau"]) == (3, 3)
+    assert cpu["speedup"] == pytest.approx(3 / 2.0)
+
+
+def test_fixed_methods_replay_their_recorded_steps():
+    res = replay_fixed([(4, 3), (1, 1)], lambda n: 1 + 0.5 * (n - 1))  # 2.5 s + 1 s for 4 tokens
+    assert res["speedup"] == pytest.approx(4 / 3.5)
+    assert (res["tau"], res["tree"], res["steps"]) == (2, 2.5, 2)
+
+
+def test_projection_and_winner_on_a_hand_built_recording():
+    record = {
+        "model": "tiny",
+        "dtype": "float32",
+        "benches": ["a", "b"],
+        "max_new_tokens": 8,
+        "prompts": [
+            {"bench": "a", "steps": {"pld": [[4, 3], [1, 1]]}, "hw_tree_pools": [CHAIN]},
+            {"bench": "b", "steps": {"pld": [[2, 2]]}, "hw_tree_pools": []},
+        ],
+    }
+    curves = {"flat": lambda n: 1.0, "steep": lambda n: float(n)}
+    table = project(record, curves)
+    got = {(r["curve"], r["bench"], r["method"]): r["speedup"] for r in table}
+    assert got[("flat", "a", "pld")] == pytest.approx(2.0)  # 4 tokens in 2 steps
+    assert got[("flat", "a", "hw_tree")] == pytest.approx(3.0)
+    assert ("flat", "b", "hw_tree") not in got  # no pools recorded there
+    assert got[("flat", "all", "pld")] == pytest.approx(6 / 3)
+    assert got[("steep", "a", "pld")] == pytest.approx(4 / 5)
+    assert got[("steep", "a", "hw_tree")] == pytest.approx(1.0)
+    win = winners(table)
+    assert win[("flat", "a")] == "hw_tree" and win[("steep", "a")] == "hw_tree"
+    assert win[("flat", "b")] == "pld"
+    assert "projection, not a measurement" in markdown(table, record)
+
+
+def test_curves_of_the_gpu_record_and_the_published_profile():
+    s = SEQUOIA_PUBLISHED
+    t = curve_function(s["sizes"], s["relative"])
+    assert (t(1), t(8), t(16), t(32)) == pytest.approx((1.0, 1.2, 1.4, 1.8))
+    assert t(24) == pytest.approx(1.6) and t(64) == pytest.approx(2.6)  # linear between and beyond
+    curves = gpu_curves(GPU_RECORD)
+    names = " ".join(curves)
+    assert "vicuna-7b eager" in names and "graphs" in names and "measured" in names
+    for c in curves.values():
+        assert c(64) >= c(1) > 0
+
+
+def test_recorded_labels_agree_with_the_engine_on_the_verified_prefix():
+    """On a tiny model the labels read off the output give, for the prefix hw_tree verified, exactly the
+    tokens the engine committed at that step."""
+    from baselines.hw_tree import HwTreeDrafter
+    from experiments.gpu_cost_replay import PoolRecorder
+    from goose.engine.core.decode import generate
+    from goose.engine.core.verifier import VerificationEngine
+    from tests.tiny_models import tiny_model
+
+    model = tiny_model("llama", seed=3)
+    hw = HwTreeDrafter()
+    hw.use_latency(lambda n: 1.0 + 0.05 * n)
+    recorder = PoolRecorder(hw)
+    gen = generate(
+        VerificationEngine(model, eos_token_ids=()), hw, [5, 6, 7, 8, 5, 6, 7, 8, 5, 6], 40, on_step=recorder
+    )
+    pools = recorder.labelled(gen.output_ids)
+    assert len(pools) == len(gen.steps)
+    for pool, step in list(zip(pools, gen.steps, strict=True))[:-1]:  # the last step may be cut at the limit
+        assert committed_at(pool["labels"], pool["parents"], pool["verified"]) == step.new_tokens
+    assert any(len(p["values"]) > p["verified"] for p in pools)  # the pools hold more than was verified
