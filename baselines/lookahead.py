@@ -100,7 +100,7 @@ class LookaheadDrafter(Drafter):
             for j, token in enumerate(self.levels[level]):
                 levels[level].append(tree.add(token, above[j], LOOKAHEAD))
         tree.accept_limit = accept_limit if accept_limit < len(tree) else None
-        self._built = (len(tree), anchor, levels)
+        self._built = (len(tree) - accept_limit, anchor, levels)
         self.route = "lookahead" if accept_limit > 1 else "jacobi"
         self.count("lookahead_guesses", len(guesses))
         return tree
@@ -108,14 +108,17 @@ class LookaheadDrafter(Drafter):
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         if self._built is None:
             return
-        size, anchor, nodes = self._built
+        window_nodes, anchor, nodes = self._built
         self._built = None
-        if len(tree) != size:  # cut (the window's depth at a prompt's end, or budget=auto): keep the window
+        # budget=auto may cut verification-branch nodes: the window (past accept_limit) stays whole and moves
+        # down by as many places. A cut window (its depth at a prompt's end) leaves the window unchanged.
+        if not window_nodes or len(tree) - tree.acceptable != window_nodes:
             self.count("lookahead_window_cut")
             return
+        shift = tree.acceptable - nodes[0][0]  # nodes[0][0]: the first window node, at the old accept_limit
         pred = outcome.predictions
         top = self.filled
-        new = [pred[i] for i in nodes[top]]
+        new = [pred[i + shift] for i in nodes[top]]
         if top < self.ngram - 2:  # filling: every level drops its first token, the next level is born
             for level in range(top + 1):
                 self.levels[level] = self.levels[level][1:]

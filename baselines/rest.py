@@ -76,7 +76,9 @@ class RestDrafter(Drafter):
         }
 
     def propose(self, committed: list[int]) -> DraftTree:
-        span, found = self.store.retrieve(committed, self.max_span, self.min_span, self.length, self.max_matches)
+        span, found = self.store.retrieve(
+            committed, self.max_span, self.min_span, self.length, self.max_matches
+        )
         if not found:
             self.route = "ar"
             return DraftTree.single(committed[-1])

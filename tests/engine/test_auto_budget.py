@@ -196,3 +196,23 @@ def test_forgetting_pulls_an_unobserved_cell_back_to_its_prior():
     assert low < 0.1 and model.rates(keys)[0] == pytest.approx(prior, abs=1e-3)
     with pytest.raises(ValueError, match="decay"):
         AcceptanceModel(decay=0.0)
+
+
+def test_a_cut_keeps_every_node_past_accept_limit_and_prices_them():
+    """budget=auto on a Lookahead-style tree: only acceptable nodes are cut; the window nodes (past
+    accept_limit, hanging off the anchor) stay, re-indexed, and b is chosen with t(b + window)."""
+    from goose.engine.budget.auto_budget import prefix_tree
+    from goose.engine.core.tree import LOOKAHEAD
+
+    tree = DraftTree.chain(9, [1, 2, 3], BRANCH)  # acceptable: nodes 0..3
+    w0 = tree.add(7, 0, LOOKAHEAD)
+    tree.add(8, w0, LOOKAHEAD)
+    tree.accept_limit = 4
+    cut = prefix_tree(tree, 2)
+    assert cut.tokens == [9, 1, 7, 8] and cut.parents == [-1, 0, 0, 2] and cut.accept_limit == 2
+    cut.validate()
+    assert prefix_tree(tree, 4) is tree
+    hanging = DraftTree.chain(9, [1, 2], BRANCH)
+    hanging.add(7, 2, LOOKAHEAD)  # under an acceptable node that a cut to b = 2 removes: no cut
+    hanging.accept_limit = 3
+    assert prefix_tree(hanging, 2) is hanging

@@ -30,8 +30,27 @@ NUM_SOURCES = 8  # source labels are small ints (ROOT, SPINE, BRANCH, baselines'
 
 
 def prefix_tree(tree: DraftTree, b: int) -> DraftTree:
-    """The first b nodes of `tree` (ancestor-closed because parents come before children)."""
-    return tree.prefix(b)
+    """The first b nodes of `tree` (ancestor-closed because parents come before children); for a tree with
+    nodes past `accept_limit` (Lookahead's window, a fixed cost of the method), the first b acceptable nodes
+    and every node past the limit, unless one of those hangs under a cut node (then the whole tree)."""
+    limit = tree.acceptable
+    if tree.accept_limit is None:
+        return tree.prefix(b)
+    scratch = range(limit, len(tree))
+    if b >= limit:
+        return tree
+    if any(b <= tree.parents[i] < limit for i in scratch):
+        return tree
+    keep = [*range(b), *scratch]
+    new_index = {old: new for new, old in enumerate(keep)}
+    return DraftTree(
+        [tree.tokens[i] for i in keep],
+        [-1 if i == 0 else new_index[tree.parents[i]] for i in keep],
+        [tree.sources[i] for i in keep],
+        [tree.depths[i] for i in keep],
+        None if tree.proposals is None else [tree.proposals[i] for i in keep],
+        b,
+    )
 
 
 class AcceptanceModel:
@@ -200,13 +219,14 @@ class AutoBudgetDrafter(Drafter):
 
     def choose(self, tree: DraftTree, keys: tuple[np.ndarray, np.ndarray, np.ndarray]) -> int:
         """b* in [min_nodes, n] (see module docstring); ties go to the smaller tree."""
-        n = len(tree)
+        n = tree.acceptable  # nodes past accept_limit are always verified: they only add to t(b)
+        scratch = len(tree) - n
         hi = n if self.max_nodes is None else min(n, self.max_nodes)
         if hi <= self.min_nodes:
             return hi
         q = self.acceptance.path_probabilities(tree, keys)
         expected = np.cumsum(q)  # q_0 = 1 is the bonus token: expected tokens with b = 1..n nodes
-        rate = expected[:hi] / self._latencies(hi)
+        rate = expected[:hi] / self._latencies(hi + scratch)[scratch:]
         lo = self.min_nodes - 1
         return lo + int(np.argmax(rate[lo:])) + 1
 
@@ -228,15 +248,16 @@ class AutoBudgetDrafter(Drafter):
             return tree
         keys = self.acceptance.keys(tree)
         b = n if self._inner_sizes_itself else self.choose(tree, keys)
-        self._own["auto_trees"] += 1
-        self._own["auto_nodes_proposed"] += n
-        self._own["auto_nodes_verified"] += b
-        if b < n:
-            tree = prefix_tree(tree, b)
-            keys = tuple(k[: b - 1] for k in keys)
-            if b == 1:
+        if b < tree.acceptable:
+            cut = prefix_tree(tree, b)
+            keys = tuple(k[: b - 1] for k in keys) if cut.accept_limit is None else self.acceptance.keys(cut)
+            tree = cut
+            if len(tree) == 1:
                 self._own["auto_cut_to_ar"] += 1
                 self.route = "ar"
+        self._own["auto_trees"] += 1
+        self._own["auto_nodes_proposed"] += n
+        self._own["auto_nodes_verified"] += len(tree)
         self._keys = keys
         return tree
 
