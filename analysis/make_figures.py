@@ -23,6 +23,7 @@ from pathlib import Path
 
 from analysis import (
     chat_template,
+    combine_vs_choose,
     cost_curve,
     heterogeneity,
     iso_ablation,
@@ -34,6 +35,7 @@ from analysis import (
     reproduction,
     sampling,
     sensitivity,
+    spec_bench_table,
     tau_decomposition,
     time_split,
     topology,
@@ -57,6 +59,8 @@ SCRIPTS = [
     opt_tree,
     sampling,
     wall_clock,
+    spec_bench_table,
+    combine_vs_choose,
     performance_targets,
     cost_curve,
 ]
