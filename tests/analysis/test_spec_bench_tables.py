@@ -103,11 +103,17 @@ def test_spec_bench_table_from_run_rows(tmp_path: Path) -> None:
         "| AR", "| PLD", "| Lookahead", "| REST", "| Token Recycling", "| SAM-Decoding", "| SuffixDecoding",
         "| LogitSpec", "| Hierarchy Drafting", "| Source selection", "| OPT-Tree (Goose cand.)", "| Goose",
     ]  # fmt: skip
-    assert "| Token Recycling (published: Vicuna-7B, A100) | 2.37 | 2.02 | 2.27 | 2.08 | 2.53 | 2.02 | 2.73 | 2.22 |" in md
+    assert (
+        "| Token Recycling (published: Vicuna-7B, A100) | 2.37 | 2.02 | 2.27 | 2.08 | 2.53 | 2.02 | 2.73 | 2.22 |"
+        in md
+    )
     assert "MT 1, Transl. 1, Summ. 0, QA 0, Math 0, RAG 0, Overall 2" in md and "other models and GPUs" in md
     tau = (tmp_path / "fig" / "spec_bench_table_1_tau.md").read_text()
     assert md_row(tau, "PLD") == "| PLD | 2.00 | 1.25 | — | — | — | — | 1.54 |"
-    assert "| LogitSpec (published: Vicuna-7B, GPU not stated) | 2.31 | 1.85 | 3.02 | 2.11 | 2.65 | 2.44 | 2.37 |" in tau
+    assert (
+        "| LogitSpec (published: Vicuna-7B, GPU not stated) | 2.31 | 1.85 | 3.02 | 2.11 | 2.65 | 2.44 | 2.37 |"
+        in tau
+    )
     assert len(out.files) == 4
 
 
@@ -151,8 +157,14 @@ def test_combine_vs_choose_table_and_sentence(tmp_path: Path) -> None:
     out = combine_vs_choose.build(load(tmp_path / "r"), tmp_path / "fig")
     md = (tmp_path / "fig" / "combine_vs_choose_1.md").read_text()
     # τ = 10 / calls; × = 1 / wall
-    assert md_row(md, "HumanEval") == "| HumanEval | 1 | 2.50 | 2.00 | 1.25 | 1.67 | 1.43 | 2.00 | 2.50 | 1.25 | 1.43 | 1.11 |"
-    assert md_row(md, "GSM8K") == "| GSM8K | 1 | 2.00 | 2.50 | 2.50 | 1.11 | 1.25 | 1.67 | 2.00 | 2.00 | 1.11 | 1.25 |"
+    assert (
+        md_row(md, "HumanEval")
+        == "| HumanEval | 1 | 2.50 | 2.00 | 1.25 | 1.67 | 1.43 | 2.00 | 2.50 | 1.25 | 1.43 | 1.11 |"
+    )
+    assert (
+        md_row(md, "GSM8K")
+        == "| GSM8K | 1 | 2.00 | 2.50 | 2.50 | 1.11 | 1.25 | 1.67 | 2.00 | 2.00 | 1.11 | 1.25 |"
+    )
     sentence = (
         "Combining (Goose) beats choosing (source selection) on τ in 1/2 benchmarks and on wall clock in 0/2; "
         "the highest τ: Goose on HumanEval; Source selection on GSM8K; "
@@ -163,7 +175,9 @@ def test_combine_vs_choose_table_and_sentence(tmp_path: Path) -> None:
 
 
 def test_combine_vs_choose_counts_spec_bench_categories(tmp_path: Path) -> None:
-    rows = [row(m, "spec_bench", "401", 10, c, 1.0) for m, c in (("ar", 10), ("goose", 4), ("source_select", 5))]
+    rows = [
+        row(m, "spec_bench", "401", 10, c, 1.0) for m, c in (("ar", 10), ("goose", 4), ("source_select", 5))
+    ]
     write(tmp_path / "r" / "tiny.jsonl", rows)
     combine_vs_choose.build(load(tmp_path / "r"), tmp_path / "fig")
     md = (tmp_path / "fig" / "combine_vs_choose_1.md").read_text()

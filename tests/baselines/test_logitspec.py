@@ -7,7 +7,7 @@ import torch
 
 from baselines.logitspec import LogitSpecDrafter, latest_complete_continuation
 from goose.engine.core.drafter import VerifyOutcome
-from goose.engine.core.tree import BRANCH, ROOT, SPINE
+from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.sources.context_matcher import ContextMatcher
 from tests.conftest import method_config
 
@@ -34,7 +34,9 @@ def test_latest_complete_occurrence_else_earliest() -> None:
 
 def test_tree_of_a_short_string_with_given_logits() -> None:
     # committed = 1 2 3 4 2 5 9 1 | 2 (anchor); the last logit ranks 2 (the anchor), 5, 4, 7, ...
-    d = LogitSpecDrafter(num_pred_tokens=3, draft_tree_capacity=8, guess_rank_limits=[1], guess_lengths=[3, 1])
+    d = LogitSpecDrafter(
+        num_pred_tokens=3, draft_tree_capacity=8, guess_rank_limits=[1], guess_lengths=[3, 1]
+    )
     prompt = [1, 2, 3, 4, 2, 5, 9, 1]
     d.begin(prompt, logit_ranking([2, 5, 4, 7, 8, 10]))
     tree = d.propose([*prompt, 2])
@@ -48,7 +50,9 @@ def test_tree_of_a_short_string_with_given_logits() -> None:
 
 
 def test_a_guess_on_the_anchor_chain_shares_its_nodes() -> None:
-    d = LogitSpecDrafter(num_pred_tokens=3, draft_tree_capacity=5, guess_rank_limits=[1], guess_lengths=[3, 1])
+    d = LogitSpecDrafter(
+        num_pred_tokens=3, draft_tree_capacity=5, guess_rank_limits=[1], guess_lengths=[3, 1]
+    )
     prompt = [1, 2, 3, 4, 2, 5, 9, 1]
     d.begin(prompt, logit_ranking([2, 3, 6]))
     tree = d.propose([*prompt, 2])
@@ -61,11 +65,12 @@ def test_a_guess_on_the_anchor_chain_shares_its_nodes() -> None:
 def test_observe_takes_the_guesses_from_the_last_accepted_node() -> None:
     d = LogitSpecDrafter(draft_tree_capacity=4)
     d.begin([1, 2], logit_ranking([3]))
-    tree = d.propose([1, 2, 3])
+    d.propose([1, 2, 3])
+    tree = DraftTree([3, 9, 8], [-1, 0, 0], [ROOT, BRANCH, BRANCH])  # the verified tree: 9 accepted
     logits = torch.cat([logit_ranking([9, 1]), logit_ranking([4, 5, 6]), logit_ranking([7])])
-    tree.tokens, tree.parents, tree.sources, tree.depths = [3, 9, 8], [-1, 0, 0], [ROOT, BRANCH, BRANCH], [0, 1, 1]
     d.observe(tree, VerifyOutcome(logits, [9, 4, 7], [0, 1], [9, 4]))
-    nxt = d.propose([1, 2, 3, 9, 4])  # guesses from node 1's logit: 4 (the anchor, skipped), 5, 6, then rank 3
+    # guesses from node 1's logit: 4 (the anchor, skipped), 5, 6, then the rest
+    nxt = d.propose([1, 2, 3, 9, 4])
     assert nxt.tokens[:3] == [4, 5, 6] and nxt.parents[:3] == [-1, 0, 0]
 
 

@@ -50,7 +50,11 @@ def test_choice_by_llamacpp_rate_times_length() -> None:
 
 def test_ties_go_to_the_first_source_and_no_candidate_is_ar() -> None:
     d = SourceSelectDrafter()  # every rate at 0.5, PLD and suffix both chains of 3
-    cands = {"pld": DraftTree.chain(0, [1, 2, 3]), "tr": DraftTree.single(0), "suffix": DraftTree.chain(0, [4, 5, 6])}
+    cands = {
+        "pld": DraftTree.chain(0, [1, 2, 3]),
+        "tr": DraftTree.single(0),
+        "suffix": DraftTree.chain(0, [4, 5, 6]),
+    }
     assert d.choose(cands) == "pld"
     assert d.choose({s: DraftTree.single(0) for s in d.sources}) == ""
 
