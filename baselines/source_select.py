@@ -1,7 +1,8 @@
 """Source selection (llama.cpp's chain of speculators, PR #22546: the best p_acc · length wins): each step,
 every source drafts its candidate (PLD's chain, Token Recycling's tree, SuffixDecoding's tree; the drafters of
 baselines/, composed unchanged), each candidate's expected accepted length is estimated from acceptance
-rates learnt online, and only the best one is verified. The foil to Goose's *merging* of the same signals into one tree (Goose §4).
+rates learnt online, and only the best one is verified. The foil to Goose's *merging* of the same signals
+into one tree (Goose §4).
 
 Estimates, per source: r_s(d) = P(a node at depth d accepted | depth d − 1 accepted, the candidate reaching
 depth d), an EMA (α = ema_alpha, start ema_init) like Goose's spine-acceptance EMA. `rule`:
