@@ -4,8 +4,9 @@ its several candidate sequences are verified in parallel as one tree (a trie und
 
 The three databases as this harness reads them (the paper's code was not found; the sizes are this harness's,
 at LogitSpec's 64-node capacity):
-- context: n-grams (n = max_ngram_size .. 1) of this prompt + output; candidates are the continuations of the
-  longest matched suffix's most recent occurrences (SPINE);
+- context: n-grams (n = max_ngram_size .. min_context_ngram) of this prompt + output; candidates are the
+  continuations of the longest matched suffix's most recent occurrences (SPINE); a one-token key would hit
+  whenever the anchor occurred before and so shadow the model database, hence min_context_ngram = 2;
 - model: the target's own recent predictions, an adjacency table of the top-k tokens of every verified node's
   logits in this generation (goose/sources/adjacency.py); candidates are the anchor's top successors, each
   extended by top-1 successors (BRANCH);
@@ -64,6 +65,7 @@ class HierarchyDrafter(Drafter):
     def __init__(
         self,
         max_ngram_size: int = 3,
+        min_context_ngram: int = 2,
         num_candidates: int = 8,
         draft_len: int = 8,
         budget: int = 64,
@@ -76,6 +78,13 @@ class HierarchyDrafter(Drafter):
         super().__init__(name=check_str("HierarchyDrafter.name", name))
         owner = "HierarchyDrafter"
         self.max_ngram_size = check_int(f"{owner}.max_ngram_size", max_ngram_size, low=1, why="longest key")
+        self.min_context_ngram = check_int(
+            f"{owner}.min_context_ngram",
+            min_context_ngram,
+            low=1,
+            high=self.max_ngram_size,
+            why="shortest key of the context database, <= max_ngram_size",
+        )
         self.num_candidates = check_int(
             f"{owner}.num_candidates", num_candidates, low=1, why="sequences drafted per step"
         )
@@ -83,7 +92,9 @@ class HierarchyDrafter(Drafter):
         self.budget = check_int(f"{owner}.budget", budget, low=2, why="nodes incl. the anchor")
         self.k = check_int(f"{owner}.k", k, low=1, why="successors kept per model-database row")
         self.persistent_statistics = check_bool(f"{owner}.persistent_statistics", persistent_statistics)
-        self.matcher = ContextMatcher(range(1, self.max_ngram_size + 1), max_chain=self.draft_len)
+        self.matcher = ContextMatcher(
+            range(self.min_context_ngram, self.max_ngram_size + 1), max_chain=self.draft_len
+        )
         self.model_table: AdjacencyTable | None = None
         self.statistics = NgramStatistics(self.max_ngram_size)
         self._text: list[int] = []  # this prompt's tokens already counted in the statistics
@@ -91,6 +102,7 @@ class HierarchyDrafter(Drafter):
     def config(self) -> dict[str, Any]:
         return {
             "max_ngram_size": self.max_ngram_size,
+            "min_context_ngram": self.min_context_ngram,
             "num_candidates": self.num_candidates,
             "draft_len": self.draft_len,
             "budget": self.budget,

@@ -56,6 +56,16 @@ def test_model_database_when_the_context_misses() -> None:
     assert set(tree.sources[1:]) == {BRANCH}
 
 
+def test_a_unigram_context_match_leaves_the_step_to_the_model_database() -> None:
+    for min_context, route in ((2, "model"), (1, "context")):
+        d = drafter(min_context_ngram=min_context)
+        d.begin([8, 9, 5, 6], torch.zeros(1, VOCAB))
+        d.model_table.update([8], top_row([3, 4]))
+        tree = d.propose([8, 9, 5, 6, 8])  # (6, 8) unseen; the unigram (8) at 0 -> 9 5 6
+        assert d.route == route
+        assert tree.tokens == ([8, 3, 4] if route == "model" else [8, 9, 5, 6])
+
+
 def test_statistics_database_from_an_earlier_prompt() -> None:
     for persistent, route, tokens in ((True, "statistics", [8, 1, 2, 3]), (False, "ar", [8])):
         d = drafter(persistent_statistics=persistent)
@@ -66,6 +76,13 @@ def test_statistics_database_from_an_earlier_prompt() -> None:
         tree = d.propose([5, 6, 7, 8])
         assert d.route == route and tree.tokens == tokens
     assert d.stats["hd_miss"] == 1
+
+
+def test_bad_settings_name_the_field() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="min_context_ngram"):
+        HierarchyDrafter(max_ngram_size=2, min_context_ngram=3)
 
 
 def test_method_yaml_instantiates() -> None:
