@@ -23,6 +23,7 @@ from analysis.spec_bench_table import (
     CATEGORY_KEYS,
     display_name,
     group_metrics,
+    plain_or_auto,
     row_sources,
     spec_bench_category,
 )
@@ -96,7 +97,8 @@ def build(res: Results, out: Path) -> Output:
     files, notes = [], []
     index = 0
     for title, df in row_sources(res, set(BENCH_ORDER) | {BENCH}):
-        df = df[df["method"].isin(["ar", *CONTENDERS])].copy()
+        df, auto = plain_or_auto(df, ["ar", *CONTENDERS])
+        df = df.copy()
         if not NEEDED <= set(df["method"]):
             continue
         df["group"] = [group_of(b, p) for b, p in zip(df["bench"], df["prompt_id"], strict=True)]
@@ -135,6 +137,11 @@ def build(res: Results, out: Path) -> Output:
             notes=[
                 sentence,
                 "n = prompts every listed method completed (every repeat); — : no rows, or no AR rows.",
+                *(
+                    ["At budget=auto (`<method>_auto` rows): " + ", ".join(map(display_name, auto)) + "."]
+                    if auto
+                    else []
+                ),
             ],
         )
         notes.append(f"{title}: {sentence}")

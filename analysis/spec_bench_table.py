@@ -131,6 +131,17 @@ def group_metrics(df: pd.DataFrame, groups: Sequence[str]) -> dict[tuple[str, st
     return out
 
 
+def plain_or_auto(df: pd.DataFrame, methods: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+    """`df`'s rows of `methods`, a method without rows of its own taken from its budget=auto rows
+    (`<method>_auto`, e.g. a `make bench` run of `goose:auto`); also the methods so taken."""
+    present = set(df["method"])
+    auto = [m for m in methods if m not in present and f"{m}_auto" in present]
+    df = df.assign(
+        method=[m.removesuffix("_auto") if m.removesuffix("_auto") in auto else m for m in df["method"]]
+    )
+    return df[df["method"].isin(list(methods))], auto
+
+
 def _frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame.from_records(
         [{c: r.get(c) for c in [*COLUMNS, "model", "chat_template"]} for r in rows]
@@ -221,7 +232,8 @@ def build(res: Results, out: Path) -> Output:
     pub_speed, pub_tau, pub_notes = published_rows()
     index = 0
     for title, df in row_sources(res, {BENCH}):
-        df = df[df["method"].isin(TABLE_METHODS)].copy()
+        df, auto = plain_or_auto(df, TABLE_METHODS)
+        df = df.copy()
         df["group"] = [spec_bench_category(p) for p in df["prompt_id"]]
         dropped = int(df["group"].isna().sum())
         df = df[df["group"].notna()]
@@ -244,6 +256,10 @@ def build(res: Results, out: Path) -> Output:
             f"{CATEGORY_COLUMNS.get(g, g)} {counts[g]}" for g in ALL
         )
         common = [n_line, "— : the method has no rows here (or no AR rows for a speed-up)."]
+        if auto:
+            common.append(
+                "At budget=auto (its `<method>_auto` rows): " + ", ".join(map(display_name, auto)) + "."
+            )
         if dropped:
             common.append(f"{dropped} rows with a prompt id outside Spec-Bench's ranges left out.")
         name = f"spec_bench_table_{index}"

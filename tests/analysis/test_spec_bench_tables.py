@@ -133,6 +133,21 @@ def test_bench_run_speedup_is_the_median_over_repeats(tmp_path: Path) -> None:
     assert md_row(md, "PLD") == "| PLD | — | 2.25 | — | — | — | — | 2.00 | 2.25 |"
 
 
+def test_a_method_run_only_at_budget_auto_fills_its_row(tmp_path: Path) -> None:
+    rows = [
+        row("ar", "spec_bench", "481", 10, 10, 1.0),
+        row("goose_auto", "spec_bench", "481", 10, 4, 0.5),
+        row("pld", "spec_bench", "481", 10, 5, 0.5),
+        row("pld_auto", "spec_bench", "481", 10, 2, 0.1),  # PLD has rows of its own: these are not used
+    ]
+    write(tmp_path / "r" / "x.jsonl", rows)
+    spec_bench_table.build(load(tmp_path / "r"), tmp_path / "fig")
+    md = (tmp_path / "fig" / "spec_bench_table_1.md").read_text()
+    assert md_row(md, "Goose") == "| Goose | — | — | — | — | — | 2.00 | 2.50 | 2.00 |"
+    assert md_row(md, "PLD") == "| PLD | — | — | — | — | — | 2.00 | 2.00 | 2.00 |"
+    assert "At budget=auto (its `<method>_auto` rows): Goose." in md
+
+
 def test_spec_bench_table_skips_without_rows(tmp_path: Path) -> None:
     write(tmp_path / "r" / "x.jsonl", [row("ar", "humaneval", "HumanEval/0", 10, 10, 1.0)])
     with pytest.raises(Skip):
