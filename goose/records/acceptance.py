@@ -114,6 +114,14 @@ def acceptance_by_source(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
     return out
 
 
+def _drafted(row: dict[str, Any]) -> int:
+    """Drafted nodes of a row: Σ depth_offered, which leaves out nodes past a tree's accept_limit (Lookahead's
+    Jacobi nodes); rows without it count tree sizes minus the anchors."""
+    if isinstance(row.get("depth_offered"), (list, tuple)):
+        return sum(_ints(row["depth_offered"]))
+    return sum(max(t - 1, 0) for t in _ints(row.get("step_tree_size")))
+
+
 def acceptance_summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The `speculation` record of a cell (its ok rows), field names after vLLM PR #48915 plus
     the per-position rates and the tree extras."""
@@ -123,7 +131,7 @@ def acceptance_summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     marginal = marginal_accept_rates(hist)
     return {
         "num_spec_steps": len(lengths),
-        "num_draft_tokens": sum(max(t - 1, 0) for r in ok for t in _ints(r.get("step_tree_size"))),
+        "num_draft_tokens": sum(_drafted(r) for r in ok),
         "num_accepted_draft_tokens": sum(n - 1 for n in lengths),
         "mean_acceptance_length": mean_accept_length(hist),
         "mean_acceptance_length_per_request": mean_accept_length_per_request(ok),

@@ -456,3 +456,42 @@ def test_compile_forward_without_a_cpp_compiler_is_refused_with_the_reason(monke
         VerificationEngine(model, eos_token_ids=(), compile_forward=True)
     monkeypatch.setenv("CXX", "/bin/sh")  # any executable named by CXX counts
     assert VerificationEngine(model, eos_token_ids=(), compile_forward=True).forward_name.endswith("+compile")
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_nodes_past_accept_limit_are_forwarded_but_never_accepted(temperature):
+    """Lookahead's Jacobi nodes (`accept_limit`): a scratch chain that is exactly the target's continuation
+    is never accepted (greedy or sampled); the acceptable chain is, the scratch nodes' logits are those of
+    their paths, and the cache keeps only the committed path."""
+    from goose.engine.core.sampling import SamplingParams
+
+    model = tiny_model("llama", seed=3)
+    prefix = list(range(5, 15))
+    ref = greedy_continuation(model, prefix, 4)
+    for limit_chain in (0, 1):  # acceptable nodes: the anchor alone, or the anchor and ref[1]
+        engine = VerificationEngine(model, eos_token_ids=())
+        sampling = SamplingParams(temperature=temperature)
+        engine.prefill(prefix, sampling=sampling, seed=7)
+        anchor = engine.first_token if temperature else ref[0]
+        if temperature:  # AR's sample with the same seed plays the target's continuation
+            ar = VerificationEngine(model, eos_token_ids=())
+            ar.prefill(prefix, sampling=sampling, seed=7)
+            ref = [anchor]
+            for _ in range(3):
+                ref += ar.verify(DraftTree.single(ref[-1]), budget=100).new_tokens
+        tree = DraftTree.chain(anchor, ref[1 : 1 + limit_chain])
+        scratch = tree.add(ref[1], 0, BRANCH)  # duplicates an acceptable token: allowed past the limit
+        tree.add(ref[2], scratch, BRANCH)
+        tree.accept_limit = 1 + limit_chain
+        tree.validate()
+        out = engine.verify(tree, budget=100)
+        assert out.accepted_nodes == list(range(1 + limit_chain))
+        assert out.new_tokens == ref[1 : 2 + limit_chain]
+        if not temperature:
+            assert out.predictions[scratch] == ref[2]  # the scratch node saw anchor -> ref[1]
+        assert engine.prefix_len == len(prefix) + 1 + limit_chain
+    assert DraftTree.chain(1, [2, 3], SPINE).prefix(2).accept_limit is None
+    limited = DraftTree([1, 2, 3], [-1, 0, 0], [0, SPINE, BRANCH], accept_limit=2)
+    assert limited.prefix(1).accept_limit == 1 and limited.truncate_depth(0).accept_limit == 1
+    with pytest.raises(ValueError, match="accept_limit = 4"):
+        DraftTree([1, 2, 3], [-1, 0, 0], [0, SPINE, BRANCH], accept_limit=4)

@@ -31,10 +31,7 @@ NUM_SOURCES = 8  # source labels are small ints (ROOT, SPINE, BRANCH, baselines'
 
 def prefix_tree(tree: DraftTree, b: int) -> DraftTree:
     """The first b nodes of `tree` (ancestor-closed because parents come before children)."""
-    if b >= len(tree):
-        return tree
-    proposals = None if tree.proposals is None else tree.proposals[:b]
-    return DraftTree(tree.tokens[:b], tree.parents[:b], tree.sources[:b], tree.depths[:b], proposals)
+    return tree.prefix(b)
 
 
 class AcceptanceModel:
@@ -167,6 +164,13 @@ class AutoBudgetDrafter(Drafter):
     @property
     def samples_drafts(self) -> bool:  # type: ignore[override]
         return self.inner.samples_drafts
+
+    @property
+    def needs_draft_forward(self) -> bool:
+        return getattr(self.inner, "needs_draft_forward", False)
+
+    def use_draft_forward(self, draft_forward: Any) -> None:
+        self.inner.use_draft_forward(draft_forward)
 
     # Acceptance rates are learnt over the whole run, so this wrapper always carries state across prompts.
     carries_run_state = True

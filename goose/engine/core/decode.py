@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.sampling import GREEDY, SamplingParams
 from goose.engine.core.tree import DRAFT_SOURCES, SOURCE_NAMES, DraftTree
@@ -172,6 +173,8 @@ def generate(
     )
     first = engine.first_token
     t_prefill = _clock(device)
+    if getattr(drafter, "needs_draft_forward", False):  # a self-draft: skipped forwards over this cache
+        drafter.use_draft_forward(DraftForward(engine))
     drafter.begin(list(prompt_ids), prefill_logits)
     del prefill_logits
     committed = [*prompt_ids, first]
@@ -200,7 +203,8 @@ def generate(
         drafter.observe(tree, outcome)
         t3 = _clock(device)
         forward_calls += 1
-        offered = {SOURCE_NAMES[s]: tree.sources.count(s) for s in DRAFT_SOURCES}  # node 0 is ROOT
+        drafted = tree.sources[: tree.acceptable]  # node 0 is ROOT; nodes past accept_limit are no drafts
+        offered = {SOURCE_NAMES[s]: drafted.count(s) for s in DRAFT_SOURCES}
         path_sources = [tree.sources[node] for node in outcome.accepted_nodes[1:]]
         accepted = {SOURCE_NAMES[s]: path_sources.count(s) for s in DRAFT_SOURCES}
         record = StepRecord(
@@ -215,7 +219,8 @@ def generate(
             update_s=t3 - t2,
             forward_s=min(engine.last_forward_s, t2 - t1),
             walk_s=max(t2 - t1 - engine.last_forward_s, 0.0),
-            **shape_counts(tree.parents, outcome.accepted_nodes),
+            # drafted nodes only: those past accept_limit (Lookahead's Jacobi nodes) are never drafts
+            **shape_counts(tree.parents[: tree.acceptable], outcome.accepted_nodes),
         )
         steps.append(record)
         if on_step is not None:

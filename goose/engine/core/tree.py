@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 import torch
 
 # Context-matched tokens are SPINE (PLD's chain too), adjacency-table tokens BRANCH (TR, iso, eagle2).
+# LOOKAHEAD: Lookahead decoding's Jacobi nodes, forwarded past `accept_limit` and never drafts (not counted).
 ROOT = 0
 SPINE = 1
 BRANCH = 2
-SOURCE_NAMES: dict[int, str] = {ROOT: "root", SPINE: "spine", BRANCH: "branch"}
+LOOKAHEAD = 3
+SOURCE_NAMES: dict[int, str] = {ROOT: "root", SPINE: "spine", BRANCH: "branch", LOOKAHEAD: "lookahead"}
 DRAFT_SOURCES: tuple[int, ...] = (SPINE, BRANCH)
 
 
@@ -21,6 +23,8 @@ DRAFT_SOURCES: tuple[int, ...] = (SPINE, BRANCH)
 class DraftTree:
     """A token tree to verify in one forward pass: tokens, parents (parents[0] = −1, else < i) and source
     labels per node. `proposals`: per node, the q its children were sampled from (STAND), else None.
+    `accept_limit`: only nodes 0 … accept_limit − 1 may be accepted; later nodes are forwarded for their logits
+    alone (Lookahead's Jacobi branch, arXiv 2402.02057 §3); None = every node.
     """
 
     tokens: list[int]
@@ -28,10 +32,17 @@ class DraftTree:
     sources: list[int]
     depths: list[int] = field(default_factory=list)
     proposals: list[tuple[tuple[int, ...], tuple[float, ...]] | None] | None = None
+    accept_limit: int | None = None
+    # K i.i.d. sampled paths in draw order (node indices, first drafted node to leaf); the tree is their trie
+    paths: list[tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
         if not (len(self.tokens) == len(self.parents) == len(self.sources)):
             raise ValueError("tokens, parents and sources must have the same length")
+        if self.accept_limit is not None and not 1 <= self.accept_limit <= len(self.tokens):
+            raise ValueError(
+                f"accept_limit = {self.accept_limit}: must be in [1, {len(self.tokens)}] (node count)"
+            )
         if not self.depths:
             depths = [0] * len(self.tokens)
             for i in range(1, len(self.tokens)):
@@ -57,6 +68,24 @@ class DraftTree:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    @property
+    def acceptable(self) -> int:
+        """How many leading nodes may be accepted (all unless `accept_limit` is set)."""
+        return len(self.tokens) if self.accept_limit is None else self.accept_limit
+
+    def prefix(self, b: int) -> DraftTree:
+        """The first b nodes (ancestor-closed because parents come before children)."""
+        if b >= len(self.tokens):
+            return self
+        return DraftTree(
+            self.tokens[:b],
+            self.parents[:b],
+            self.sources[:b],
+            self.depths[:b],
+            None if self.proposals is None else self.proposals[:b],
+            None if self.accept_limit is None else min(self.accept_limit, b),
+        )
+
     def add(self, token: int, parent: int, source: int) -> int:
         self.tokens.append(token)
         self.parents.append(parent)
@@ -80,6 +109,7 @@ class DraftTree:
             [self.sources[i] for i in keep],
             [self.depths[i] for i in keep],
             None if self.proposals is None else [self.proposals[i] for i in keep],
+            None if self.accept_limit is None else sum(1 for i in keep if i < self.accept_limit),
         )
 
     def children(self) -> list[list[int]]:
@@ -90,7 +120,8 @@ class DraftTree:
         return kids
 
     def validate(self) -> None:
-        """Raise ValueError unless anchor at 0, parents first, no duplicate token under one parent."""
+        """Raise ValueError unless anchor at 0, parents first, no duplicate token under one parent (among the
+        acceptable nodes)."""
         if not self.tokens:
             raise ValueError("empty tree")
         if self.parents[0] != -1 or self.sources[0] != ROOT:
@@ -103,6 +134,8 @@ class DraftTree:
             if self.depths[i] != self.depths[p] + 1:
                 raise ValueError(f"node {i} has depth {self.depths[i]}, parent depth {self.depths[p]}")
             key = (p, self.tokens[i])
+            if i >= self.acceptable:
+                continue
             if key in seen:
                 raise ValueError(f"token {self.tokens[i]} drafted twice under node {p}")
             seen.add(key)

@@ -59,12 +59,15 @@ def greedy_walk(tree: DraftTree, predictions: Sequence[int]) -> list[int]:
     a tie; the device walk falls back to this when a parent has duplicate tokens.
     """
     children = tree.children()
+    acceptable = tree.acceptable
     path = [0]
     node = 0
     while True:
         want = predictions[node]
         match = -1
         for child in children[node]:
+            if child >= acceptable:
+                continue
             if tree.tokens[child] == want and (match < 0 or tree.sources[child] == SPINE):
                 match = child
                 if tree.sources[child] == SPINE:
@@ -346,7 +349,7 @@ class VerificationEngine:
         if n == 1:
             path = [0]
         else:
-            path = list(compress(range(n), rows[2]))
+            path = list(compress(range(tree.acceptable), rows[2]))
             if tree.depths[path[-1]] != len(path) - 1:  # not a chain: duplicate tokens under a parent
                 path = greedy_walk(tree, predictions)
         return self._commit(tree, path, predictions[path[-1]], budget, logits, predictions, t1 - t0)
@@ -440,7 +443,7 @@ class VerificationEngine:
         pred = fast_argmax(logits)
         finite = torch.isfinite(logits.gather(-1, pred[:, None])[:, 0])
         if tree.proposals is not None:
-            children = tree.children()
+            children = [[c for c in kids if c < tree.acceptable] for kids in tree.children()]
             cands = candidate_sets([[tree.tokens[c] for c in kids] for kids in children], tree.proposals)
             flat, k = rejection_tensors(scores, noise, cands)
             values = torch.cat([pred.double(), finite.double(), flat]).tolist()  # the one host sync
@@ -465,7 +468,7 @@ class VerificationEngine:
         if n == 1:
             path = [0]
         else:
-            path = list(compress(range(n), rows[4]))
+            path = list(compress(range(tree.acceptable), rows[4]))
             if tree.depths[path[-1]] != len(path) - 1:  # duplicate tokens under a parent
                 path = greedy_walk(tree, rows[2])
         return self._commit(tree, path, rows[3][path[-1]], budget, logits, rows[0], t1 - t0)

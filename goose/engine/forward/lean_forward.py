@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +16,21 @@ from goose.engine.forward.packed_linear import PackedLinear, PlainLinear, make_l
 
 if TYPE_CHECKING:
     from goose.engine.core.kv_cache import TreeKVCache
+
+
+class SkipSet(NamedTuple):
+    """Sub-layers a self-draft forward skips (identity on the residual stream): layer indices whose attention
+    block, and whose MLP block, are left out. A skipped attention block writes no keys or values."""
+
+    attention: frozenset[int] = frozenset()
+    mlp: frozenset[int] = frozenset()
+
+    def sublayers_run(self, num_layers: int) -> int:
+        """Attention and MLP blocks a forward with this skip set runs (a full forward runs 2 L)."""
+        return 2 * num_layers - len(self.attention) - len(self.mlp)
+
+
+NO_SKIP = SkipSet()
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -266,9 +281,10 @@ class LeanDecoder(torch.nn.Module):
         mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
         cache: TreeKVCache,
         last_only: bool = False,
+        skip: SkipSet = NO_SKIP,
     ) -> torch.Tensor:
         """Logits [n, V] (or [1, V] with last_only) of `input_ids` [1, n] at `position_ids`,
-        writing their keys and values into `cache`."""
+        writing their keys and values into `cache`; `skip`: sub-layers left out (a self-draft)."""
         n = input_ids.shape[1]
         x = self.embed(input_ids)
         cos, sin = self.rotary(x, position_ids)
@@ -276,12 +292,15 @@ class LeanDecoder(torch.nn.Module):
         for i, layer in enumerate(self.layers):
             layer_mask = mask.get(self.layer_types[i]) if isinstance(mask, dict) else mask
             h, kv, inter = layer.heads, layer.kv_heads, layer.inter
-            y = _rms_norm(x, layer.w_in, layer.eps_in)
-            qkv = layer.qkv_proj(y).view(1, n, h + 2 * kv, layer.head_dim)
-            qk, v = qkv.split((h + kv, kv), dim=2)  # queries and keys get the same norm and RoPE
-            if layer.qk_norm is not None:  # Qwen3: RMSNorm over each head (q_norm for q, k_norm for k)
-                qk = _rms_norm(qk, *layer.qk_norm)
-            x = x + layer.o_proj(attend(qk, v, cos, sin, cache, i, layer_mask, layer.scale, kv))
+            if i not in skip.attention:
+                y = _rms_norm(x, layer.w_in, layer.eps_in)
+                qkv = layer.qkv_proj(y).view(1, n, h + 2 * kv, layer.head_dim)
+                qk, v = qkv.split((h + kv, kv), dim=2)  # queries and keys get the same norm and RoPE
+                if layer.qk_norm is not None:  # Qwen3: RMSNorm over each head (q_norm for q, k_norm for k)
+                    qk = _rms_norm(qk, *layer.qk_norm)
+                x = x + layer.o_proj(attend(qk, v, cos, sin, cache, i, layer_mask, layer.scale, kv))
+            if i in skip.mlp:
+                continue
             y = _rms_norm(x, layer.w_post, layer.eps_post)
             gate, up = layer.gate_up_proj(y).split((inter, inter), dim=-1)
             x = x + layer.down_proj(F.silu(gate) * up)

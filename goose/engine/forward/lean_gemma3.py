@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from goose.engine.forward.lean_forward import LeanDecoder, attend
+from goose.engine.forward.lean_forward import NO_SKIP, LeanDecoder, SkipSet, attend
 
 if TYPE_CHECKING:
     from goose.engine.core.kv_cache import TreeKVCache
@@ -125,9 +125,10 @@ class LeanGemma3Decoder(LeanDecoder):
         mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
         cache: TreeKVCache,
         last_only: bool = False,
+        skip: SkipSet = NO_SKIP,
     ) -> torch.Tensor:
         """Logits [n, V] (or [1, V] with last_only) of `input_ids` [1, n] at `position_ids`,
-        writing their keys and values into `cache`."""
+        writing their keys and values into `cache`; `skip`: sub-layers left out (a self-draft)."""
         n = input_ids.shape[1]
         x = self.embed(input_ids)
         rope = {}
@@ -138,11 +139,14 @@ class LeanGemma3Decoder(LeanDecoder):
             kind = self.layer_types[i]
             layer_mask = mask.get(kind) if isinstance(mask, dict) else mask
             h, kv, inter = layer.heads, layer.kv_heads, layer.inter
-            qkv = layer.qkv_proj(_gemma_rms_norm(x, *layer.norm_in)).view(1, n, h + 2 * kv, layer.head_dim)
-            qk, v = qkv.split((h + kv, kv), dim=2)
-            qk = _gemma_rms_norm(qk, *layer.qk_norm)
-            o = attend(qk, v, *rope[kind], cache, i, layer_mask, layer.scale, kv)
-            x = x + _gemma_rms_norm(layer.o_proj(o), *layer.norm_post_attn)
+            if i not in skip.attention:
+                qkv = layer.qkv_proj(_gemma_rms_norm(x, *layer.norm_in))
+                qk, v = qkv.view(1, n, h + 2 * kv, layer.head_dim).split((h + kv, kv), dim=2)
+                qk = _gemma_rms_norm(qk, *layer.qk_norm)
+                o = attend(qk, v, *rope[kind], cache, i, layer_mask, layer.scale, kv)
+                x = x + _gemma_rms_norm(layer.o_proj(o), *layer.norm_post_attn)
+            if i in skip.mlp:
+                continue
             gate, up = layer.gate_up_proj(_gemma_rms_norm(x, *layer.norm_pre_mlp)).split((inter, inter), -1)
             y = layer.down_proj(F.gelu(gate, approximate="tanh") * up)
             x = x + _gemma_rms_norm(y, *layer.norm_post_mlp)

@@ -1,0 +1,98 @@
+"""The self-draft's sampled drafts keep the target's distribution (tests/engine/test_sampling_exactness.py's
+chi-square over the first 3 tokens, 1,500 seeds, α = 1e-3; 6 are generated, so
+that drafts deeper than the first token decide them) for the chain and the without-replacement tree,
+with q far enough from p that rejections and residual draws are common (counted and asserted); a drafter that
+draws from the untruncated q while reporting the truncated one fails the same test."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from baselines.self_draft import SelfDraftDrafter
+from baselines.self_draft_search import sample_index, truncated_proposals
+from goose.engine.core.decode import generate
+from goose.engine.core.sampling import SamplingParams
+from goose.engine.core.verifier import VerificationEngine
+from tests.baselines.self_draft_models import deep_tiny_model
+from tests.engine.test_sampling_exactness import (
+    ALPHA,
+    NEW_TOKENS,
+    PROMPT,
+    SAMPLES,
+    VOCAB,
+    chi_square_p_value,
+    exact_distribution,
+)
+from tests.toy_harness import one_thread  # noqa: F401  (fixture: one intra-op thread)
+
+PARAMS = SamplingParams(temperature=1.0)
+# q: the model without layer 1's attention and layer 2's MLP, cut to 3 of the 6 tokens
+SHAPES = {
+    "chain": dict(shape="chain", max_depth=3, confidence=0.0),
+    "tree": dict(shape="tree", max_depth=3, max_children=3, coverage=1.0, beam=2, budget=10),
+}
+COMMON = dict(top_k=3, skip_attention=[1], skip_mlp=[2])
+
+
+@pytest.fixture(scope="module")
+def engine() -> VerificationEngine:
+    model = deep_tiny_model("llama", layers=4, seed=0, vocab=VOCAB)
+    return VerificationEngine(model, eos_token_ids=(), context_length=64)
+
+
+class UntruncatedDraws(SelfDraftDrafter):
+    """Broken: reports the truncated q but draws chain tokens from the untruncated warped q."""
+
+    def _expand(self, tokens, parents, first):
+        logits = self._forward().tree(tokens, parents, first, self.skip)
+        cut = truncated_proposals(logits, self.sampling, self.top_k)
+        full = truncated_proposals(logits, self.sampling, VOCAB)
+        self._full = {id(c): f for c, f in zip(cut, full, strict=True)}
+        return cut
+
+    def _draw(self, q):
+        full = self._full[id(q)]
+        return full[0][sample_index(full[1], self._rng)]
+
+
+def run(engine: VerificationEngine, drafter: SelfDraftDrafter) -> tuple[Counter, Counter]:
+    """Outcome counts over SAMPLES seeds, and what the rejection walk did: drafted nodes, rejected drafts
+    (siblings before the accepted child and the children of the last accepted node) and residual draws
+    (a bonus drawn after rejecting every child of the last node)."""
+    counts: Counter = Counter()
+    walk: Counter = Counter()
+
+    def on_step(tree, outcome, record):
+        children, path = tree.children(), outcome.accepted_nodes
+        walk["drafted"] += len(tree) - 1
+        for u, v in zip(path[:-1], path[1:], strict=True):
+            walk["rejected"] += children[u].index(v)
+        if len(outcome.new_tokens) == len(path) and children[path[-1]]:  # the walk ended at path[-1]
+            walk["rejected"] += len(children[path[-1]])
+            walk["residual_draws"] += 1
+
+    for seed in range(SAMPLES):
+        gen = generate(engine, drafter, PROMPT, NEW_TOKENS + 3, on_step=on_step, sampling=PARAMS, seed=seed)
+        counts[tuple(gen.output_ids[:NEW_TOKENS])] += 1
+    return counts, walk
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_self_draft_sampling_matches_the_target_distribution(engine, shape):
+    counts, walk = run(engine, SelfDraftDrafter(**SHAPES[shape], **COMMON))
+    # the walk really rejects drafts and draws from residuals, often
+    assert walk["drafted"] > 2 * SAMPLES, walk
+    assert walk["rejected"] > 0.2 * walk["drafted"], walk
+    assert walk["residual_draws"] > 0.2 * SAMPLES, walk
+    p_value = chi_square_p_value(counts, exact_distribution(engine.model, PARAMS), SAMPLES)
+    assert p_value > ALPHA, f"self-draft {shape}: chi-square p = {p_value:.2e} ({walk})"
+
+
+def test_drafting_outside_the_reported_q_is_rejected(engine):
+    counts, walk = run(engine, UntruncatedDraws(**SHAPES["chain"], **COMMON))
+    p_value = chi_square_p_value(counts, exact_distribution(engine.model, PARAMS), SAMPLES)
+    assert p_value < ALPHA, (
+        f"the untruncated-draw drafter passed (p = {p_value:.2e}, {walk}): the test cannot fail"
+    )
