@@ -23,6 +23,7 @@ from pathlib import Path
 
 from analysis import (
     chat_template,
+    combine_vs_choose,
     cost_curve,
     heterogeneity,
     hw_tree_calibration,
@@ -36,6 +37,7 @@ from analysis import (
     reproduction,
     sampling,
     sensitivity,
+    spec_bench_table,
     tau_decomposition,
     time_split,
     topology,
@@ -59,6 +61,8 @@ SCRIPTS = [
     opt_tree,
     sampling,
     wall_clock,
+    spec_bench_table,
+    combine_vs_choose,
     performance_targets,
     cost_curve,
     hw_tree_gap,

@@ -36,6 +36,8 @@ Sampling (`--temperature T`, `--top-p`, `--top-k`, `--seed`): every contender sa
 same settings and the runner's seeds (`SamplingPlan(seed)`: one sample per prompt).
 
     python -m experiments.bench --threads 2 --dtype bfloat16 --out results/bench/bfloat16
+    python -m experiments.bench --benches spec_bench --per-category 10 --chat-template auto \
+        --methods pld,tr,suffix,logitspec,hierarchy,source_select,goose     # the Spec-Bench table
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from analysis.spec_bench_table import BENCH as SPEC_BENCH  # noqa: E402
+from analysis.spec_bench_table import per_category_sample  # noqa: E402
 from analysis.wall_clock import print_record, record_from_rows  # noqa: E402
 from goose.engine.budget.cost_model import LatencyTable  # noqa: E402
 from goose.engine.budget.hardware_limit import measure_floor  # noqa: E402
@@ -123,17 +127,27 @@ class BenchPrompt:
 
 
 def load_prompts(
-    tokenizer: Any, model: str, benches: list[str], limit: int, data_dir: str | None, chat_template: str
+    tokenizer: Any,
+    model: str,
+    benches: list[str],
+    limit: int,
+    data_dir: str | None,
+    chat_template: str,
+    per_category: int | None = None,
 ) -> list[BenchPrompt]:
     """The first `limit` prompts of each benchmark, composed and tokenized as run.py does it
-    (goose.harness.compose), with bench.chat_template = `chat_template` (auto | true | false)."""
+    (goose.harness.compose), with bench.chat_template = `chat_template` (auto | true | false); for
+    spec_bench with `per_category`, that many of each Spec-Bench category instead (per_category_sample)."""
     out = []
     for bench in benches:
         cfg = compose_config(
             [f"model={model}", f"bench={bench}", f"bench.chat_template={chat_template}"]
             + ([f"data_dir={data_dir}"] if data_dir else [])
         )
-        spec, prompts, source = benchmark_prompts(cfg, limit)
+        by_category = per_category is not None and bench == SPEC_BENCH
+        spec, prompts, source = benchmark_prompts(cfg, None if by_category else limit)
+        if by_category:
+            prompts = per_category_sample(prompts, per_category)
         apply_chat, _ = chat_template_decision(cfg, spec, tokenizer)
         out += [
             BenchPrompt(bench, p, encode_prompt(tokenizer, p.text, apply_chat), apply_chat, source)
@@ -360,6 +374,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--limit", type=int, default=20, help="prompts per benchmark")
     ap.add_argument(
+        "--per-category",
+        type=int,
+        default=None,
+        help="spec_bench: N prompts of each of its 6 categories, spread over each (instead of --limit)",
+    )
+    ap.add_argument(
         "--chat-template",
         default="false",
         choices=("auto", "true", "false"),
@@ -403,8 +423,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="print the summary of the rows in <out> so far and exit: runs nothing, loads no model",
     )
     args = ap.parse_args(argv)
-    if args.repeats < 1 or args.limit < 1 or args.max_new_tokens < 1:
-        ap.error("--repeats, --limit and --max-new-tokens must be >= 1")
+    if (
+        args.repeats < 1
+        or args.limit < 1
+        or args.max_new_tokens < 1
+        or (args.per_category is not None and args.per_category < 1)
+    ):
+        ap.error("--repeats, --limit, --per-category and --max-new-tokens must be >= 1")
     try:
         args.sampling = SamplingParams(args.temperature, args.top_p, args.top_k)
     except ValueError as exc:
@@ -519,7 +544,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     loaded, engine = model_and_engine(args.model, args.dtype, args.prepack, args.compile)
     benches = [b for b in args.benches.split(",") if b]
     prompts = load_prompts(
-        loaded.tokenizer, args.model, benches, args.limit, args.data_dir, args.chat_template
+        loaded.tokenizer,
+        args.model,
+        benches,
+        args.limit,
+        args.data_dir,
+        args.chat_template,
+        args.per_category,
     )
     measured, warm, latency_record = build_contenders(args, loaded, engine)
     names = list(measured)

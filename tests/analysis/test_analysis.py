@@ -171,6 +171,9 @@ def grid_rows():
             sampled = {"temperature": 0.7, "top_p": 1.0, "top_k": 0, "sample_seed": 5, "sample_idx": 0}
             for method, calls in (("ar", 40), ("pld", 30), ("tr", 28), ("goose", 22)):
                 rows.append(row(method, p, 40, calls, calls / 10, bench, **sampled))
+            rows.append(row("source_select", p, 40, 18, 2.2, bench, config={"rule": "expected_accepted"}))
+    for p in ("81", "161"):  # Spec-Bench questions: multi-turn conversation, translation
+        rows += [row("ar", p, 40, 40, 4.0, "spec_bench"), row("goose", p, 40, 16, 2.0, "spec_bench")]
     return rows
 
 
@@ -356,6 +359,9 @@ EXPECTED = {
     "performance_targets.md",
     "cost_curve.png",
     "cost_curve.pdf",
+    "spec_bench_table_1.md",
+    "spec_bench_table_1_tau.md",
+    "combine_vs_choose_1.md",
 }
 
 
