@@ -37,6 +37,7 @@ from analysis import (
     tau_decomposition,
     time_split,
     topology,
+    verifier_eval,
     wall_clock,
 )
 from analysis.load import Results, load
@@ -56,6 +57,7 @@ SCRIPTS = [
     non_degradation,
     opt_tree,
     sampling,
+    verifier_eval,
     wall_clock,
     performance_targets,
     cost_curve,

@@ -17,10 +17,9 @@ import goose.engine.core.verifier as verifier_module
 import goose.engine.core.verify.block as block_module
 from baselines.stand import StandDrafter
 from goose.engine.core.decode import generate
-from goose.engine.core.sampling import SamplingParams
+from goose.engine.core.sampling import SamplingParams, warp_scores
 from goose.engine.core.verifier import VerificationEngine
 from goose.engine.core.verify.inputs import Dist, NoiseDecisions
-from goose.engine.core.sampling import warp_scores
 from tests.engine.test_sampling_exactness import ALPHA, chi_square_p_value
 from tests.tiny_models import tiny_model
 from tests.toy_harness import one_thread  # noqa: F401  (fixture: one intra-op thread)
@@ -94,7 +93,9 @@ def counting(monkeypatch):
 
 
 def _drafter(shape: str) -> StandDrafter:
-    return ReversedStand(k=VOCAB, max_children=3, budget=12, max_order=1, shape=shape, num_paths=3, path_len=3)
+    return ReversedStand(
+        k=VOCAB, max_children=3, budget=12, max_order=1, shape=shape, num_paths=3, path_len=3
+    )
 
 
 def _p_value(engine, shape: str, verifier: str, temperature: float = TEMPERATURE) -> tuple[float, Counter]:

@@ -34,7 +34,9 @@ def test_paths_survive_cuts_as_their_kept_prefixes():
 
 def test_i_i_d_rounds_repeat_a_shared_draw_once_per_path():
     tree = _trie()
-    view = SampledTree(tree.tokens, tree.parents, tree.children(), [None] * 6, [Dist({}, 1.0)] * 6, tree.paths)
+    view = SampledTree(
+        tree.tokens, tree.parents, tree.children(), [None] * 6, [Dist({}, 1.0)] * 6, tree.paths
+    )
     assert view.raw_draws() == [[1, 1, 4], [2, 3], [], [], [5], []]
     assert view.branch_point() == 0 and view.num_paths() == 3
 
@@ -72,7 +74,7 @@ def test_stand_paths_are_the_k_draws_merged_into_their_trie(shape, trunk):
     branch = {tree.parents[p[0]] for p in tree.paths}
     assert len(branch) == 1 and tree.depths[branch.pop()] == trunk
     for path in tree.paths:
-        for parent, child in zip(path, path[1:]):
+        for parent, child in zip(path, path[1:], strict=False):
             assert tree.parents[child] == parent
     assert len(tree) <= 1 + trunk + 3 * 2
 

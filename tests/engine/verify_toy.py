@@ -191,7 +191,9 @@ def draft_paths(b: Brancher, toy: Toy, prompt, k: int, trunk: int, length: int) 
     return draft
 
 
-def sampled_view(toy: Toy, draft: Draft, reverse_siblings: bool = False) -> tuple[SampledTree, list[list[float]]]:
+def sampled_view(
+    toy: Toy, draft: Draft, reverse_siblings: bool = False
+) -> tuple[SampledTree, list[list[float]]]:
     tree = draft.tree
     tree.validate()
     children = tree.children()

@@ -13,8 +13,6 @@ sampling (SpecTr / RSD) without replacement.
 from __future__ import annotations
 
 import hashlib
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch

@@ -20,7 +20,12 @@ from goose.engine.core.kv_cache import TreeKVCache
 from goose.engine.core.sampling import GREEDY, SamplingParams, TargetNoise, sample_and_match, warp_scores
 from goose.engine.core.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
 from goose.engine.core.verify import uniforms_keyed_by, verify_walk
-from goose.engine.core.verify.inputs import NoiseDecisions, candidate_sets, rejection_tensors, unpack_rejection
+from goose.engine.core.verify.inputs import (
+    NoiseDecisions,
+    candidate_sets,
+    rejection_tensors,
+    unpack_rejection,
+)
 from goose.engine.core.verify.view import SampledTree
 from goose.engine.core.window import slides
 from goose.engine.forward.compiled_forward import compile_lean

@@ -36,7 +36,9 @@ def verify_walk(verifier: str, tree: SampledTree, decisions: Decisions) -> tuple
         return traversal_walk(tree, decisions)
     if verifier == "block":
         nodes = chain_nodes(tree)
-        return block_walk(nodes, tree.tokens, [tree.target[n] for n in nodes], [tree.q(n) for n in nodes[:-1]], decisions)
+        return block_walk(
+            nodes, tree.tokens, [tree.target[n] for n in nodes], [tree.q(n) for n in nodes[:-1]], decisions
+        )
     if verifier == "gbv":
         if tree.paths is None and not tree.is_chain():
             raise ValueError("gbv needs K i.i.d. paths (DraftTree.paths)")

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 from goose.engine.core.verify.inputs import Decisions, Dist
 
-
 # τ is the last i with η_i ≤ h_i; False = stop at the first failure (a lossy reading; tests only).
 LAST_SUCCESS = True
 
@@ -61,4 +60,6 @@ def block_walk(
     node = nodes[tau]
     if tau == gamma:
         return list(nodes), decisions.draw(node, target[tau])
-    return list(nodes[: tau + 1]), decisions.draw(node, bonus_residual(target[tau], proposals[tau], weights[tau]))
+    return list(nodes[: tau + 1]), decisions.draw(
+        node, bonus_residual(target[tau], proposals[tau], weights[tau])
+    )

@@ -14,7 +14,9 @@ from goose.engine.core.verify.inputs import Decisions, Dist, NoiseDecisions, Rej
 from goose.engine.core.verify.view import SampledTree
 
 
-def rrs_walk(tree: SampledTree, decisions: Decisions, with_replacement: bool = False) -> tuple[list[int], int]:
+def rrs_walk(
+    tree: SampledTree, decisions: Decisions, with_replacement: bool = False
+) -> tuple[list[int], int]:
     """(accepted path, bonus token). Without replacement the children are tested once each in draw order;
     with replacement each i.i.d. draw is a round (`SampledTree.raw_draws`), a repeat of a rejected token
     being rejected again (its residual mass is 0) while p is still updated."""

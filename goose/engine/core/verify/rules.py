@@ -31,7 +31,9 @@ NEEDS = {
 }
 
 
-def check_verifier(verifier: str, *, samples_drafts: bool, shape: str, temperature: float, method: str) -> None:
+def check_verifier(
+    verifier: str, *, samples_drafts: bool, shape: str, temperature: float, method: str
+) -> None:
     """Raise ValueError naming what `verifier` needs unless it applies to `method`'s drafts."""
     if verifier not in VERIFIERS:
         raise ValueError(f"sampling.verifier = {verifier!r}: must be one of {', '.join(VERIFIERS)}")
