@@ -164,6 +164,15 @@ def _figure(g: pd.DataFrame, out: Path) -> list[Path]:
     return save_figure(fig, out, "verifier_eval")
 
 
+def scope(g: pd.DataFrame) -> str:
+    """The sampled rows' scope in words (Results.scope describes the greedy rows)."""
+    lengths = ", ".join(str(int(x)) for x in sorted(set(g["max_new_tokens"].dropna())))
+    return (
+        f"Sampled runs: {', '.join(sorted(set(g['model'])))}; up to {int(g['n'].max())} (prompt, seed) pairs "
+        f"per cell; max_new_tokens {lengths}"
+    )
+
+
 def build(res: Results, out: Path) -> Output:
     g = grid(res)
     table = [
@@ -189,7 +198,7 @@ def build(res: Results, out: Path) -> Output:
         notes=[
             "n = (prompt, seed) pairs every cell of the (model, bench, T) completed; auto = rrs (without replacement).",
             "speedup only where AR sampling ran in the same session (else —); τ does not depend on timing.",
-            res.scope(),
+            scope(g),
         ],
     )
     files += write_table(
@@ -200,7 +209,7 @@ def build(res: Results, out: Path) -> Output:
         "The papers' orderings of verifiers and draft shapes, as measured here",
         notes=[
             "GBV against Block compares K i.i.d. paths with one chain of the drafter's own length.",
-            res.scope(),
+            scope(g),
         ],
     )
     files += _figure(g, out)
