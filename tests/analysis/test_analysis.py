@@ -171,6 +171,12 @@ def grid_rows():
             sampled = {"temperature": 0.7, "top_p": 1.0, "top_k": 0, "sample_seed": 5, "sample_idx": 0}
             for method, calls in (("ar", 40), ("pld", 30), ("tr", 28), ("goose", 22)):
                 rows.append(row(method, p, 40, calls, calls / 10, bench, **sampled))
+            # sampled drafts under other verifiers (analysis/verifier_eval.py)
+            chain = {"budget": 40, "shape": "chain"}
+            for verifier, calls in (("auto", 32), ("block", 30)):
+                rows.append(
+                    row("stand_chain", p, 40, calls, 3.0, bench, config=chain, verifier=verifier, **sampled)
+                )
     return rows
 
 
@@ -322,6 +328,8 @@ def test_paper_values_each_have_a_source_and_reach_the_table(grid, tmp_path):
 
 EXPECTED = {
     "README.md",
+    "verifier_eval.md",
+    "verifier_orderings.md",
     "time_split.md",
     "time_split.tex",
     "all_cells.csv",
