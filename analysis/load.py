@@ -41,6 +41,7 @@ CELL_KEYS = [
     "dtype",
     "chat_template",
     *SAMPLING_KEYS,
+    "verifier",  # sampling.verifier: not a setting key (AR, the reference of every verifier, runs as auto)
 ]
 SETTING_KEYS = ["model", "bench", "max_new_tokens", "dtype", "chat_template", *SAMPLING_KEYS]
 

@@ -41,6 +41,7 @@ from analysis import (
     tau_decomposition,
     time_split,
     topology,
+    verifier_eval,
     wall_clock,
 )
 from analysis.load import Results, load
@@ -60,6 +61,7 @@ SCRIPTS = [
     non_degradation,
     opt_tree,
     sampling,
+    verifier_eval,
     wall_clock,
     spec_bench_table,
     combine_vs_choose,

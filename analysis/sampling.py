@@ -52,6 +52,7 @@ def _grid(res: Results, across_temperatures: bool = False) -> pd.DataFrame:
         raise Skip("no sampled rows (temperature > 0): run +experiment=cpu_sampling")
     sampled = sampled[sampled["method"].isin(SAMPLING_METHODS) & sampled["is_reference"].astype(bool)]
     sampled = sampled[(sampled["top_p"].astype(float) == 1.0) & (sampled["top_k"].astype(int) == 0)]
+    sampled = sampled[sampled["verifier"].fillna("auto") == "auto"]  # other verifiers: verifier_eval.py
     if across_temperatures:
         keep: set[tuple] = set()
         for (model, bench), g in pd.concat([greedy, sampled]).groupby(["model", "bench"], sort=False):

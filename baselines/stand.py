@@ -6,6 +6,11 @@ verified node; the proposal q is the run's warp of them. Trees grow best-first o
 child", scored before the draw, and children follow u's Gumbel-top-k order (without replacement): a
 decision that looked at the draw would bias rejection sampling. Under budget=auto the tree is sized while
 drawing (`use_latency`), never cut. At T = 0 drafts are deterministic and the output equals AR's.
+
+Draft shapes (`shape`, for the verifiers of goose.engine.core.verify): `tree` (the above), `chain` (the
+same with one child per node), `iid` (K = `num_paths` i.i.d. paths of L2 = `path_len` from the anchor, merged
+into their trie) and `delayed` (a trunk of L1 = `trunk_len` draws, then K i.i.d. paths of L2; Thomas et al.,
+arXiv 2602.16994, Def. 5.2, static: (K, L1, L2) fixed per setting in the YAML).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,8 +27,67 @@ import torch
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.sampling import derive_seed
 from goose.engine.core.tree import BRANCH, DraftTree
+from goose.method.config import DrafterConfig
 from goose.sources.run_long import RunLongTable
-from goose.validation import check_bool, check_hyperparameters, check_int
+from goose.validation import check_bool, check_choice, check_int
+
+SHAPES = ("tree", "chain", "iid", "delayed")
+
+
+@dataclass(frozen=True)
+class StandConfig(DrafterConfig):
+    """STAND's hyperparameters (the paper publishes none: every default is this harness's choice). B = `budget`
+    (nodes incl. the anchor; the maximum under budget=auto), D = `max_depth`, `max_children` siblings per node,
+    K = `k` (token, logit) pairs per n-gram, `max_order` (longest n-gram key), `prefill_harvest`,
+    `persistent_table` (keep the table across prompts, as TR); `shape` and, for `iid` / `delayed`, the paths'
+    count K = `num_paths`, the trunk L1 = `trunk_len` and the paths' length L2 = `path_len`."""
+
+    owner = "StandDrafter"
+    budget: int = 40
+    max_depth: int = 8
+    max_children: int = 4
+    k: int = 8
+    max_order: int = 3
+    prefill_harvest: bool = True
+    persistent_table: bool = True
+    shape: str = "tree"
+    num_paths: int = 3
+    trunk_len: int = 2
+    path_len: int = 4
+
+    def _validate(self) -> None:
+        super()._validate()
+        owner = self.owner_name()
+        check_int(f"{owner}.max_children", self.max_children, low=1)
+        check_int(f"{owner}.max_order", self.max_order, low=1, why="longest n-gram key")
+        if self.max_children > self.k:
+            raise ValueError(
+                f"{owner}.max_children = {self.max_children}: must be <= k = {self.k} (tokens stored per n-gram)"
+            )
+        check_bool(f"{owner}.persistent_table", self.persistent_table)
+        check_choice(f"{owner}.shape", self.shape, SHAPES, why="the draft's shape")
+        check_int(f"{owner}.num_paths", self.num_paths, low=1, why="K, i.i.d. paths")
+        check_int(f"{owner}.trunk_len", self.trunk_len, low=0, why="L1, draws before the paths branch")
+        check_int(f"{owner}.path_len", self.path_len, low=1, why="L2, draws per path")
+        if self.shape in ("iid", "delayed"):
+            trunk = self.trunk_len if self.shape == "delayed" else 0
+            nodes = 1 + trunk + self.num_paths * self.path_len
+            if nodes > self.budget:
+                raise ValueError(
+                    f"{owner}.budget = {self.budget}: a {self.shape} tree of K = {self.num_paths} paths of "
+                    f"{self.path_len} (trunk {trunk}) has up to {nodes} nodes; raise the budget or shrink K, L2"
+                )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The shape fields only where they shape the draft (earlier tree rows keep their config hash)."""
+        out = super().as_dict()
+        if self.shape not in ("iid", "delayed"):
+            del out["num_paths"], out["path_len"]
+        if self.shape != "delayed":
+            del out["trunk_len"]
+        if self.shape == "tree":
+            del out["shape"]
+        return out
 
 
 class NgramDistributionTable:
@@ -88,55 +153,57 @@ def gumbel_order(probs: Sequence[float], rng: random.Random) -> list[int]:
 
 
 class StandDrafter(RunLongTable, Drafter):
-    """STAND: sampled n-gram trees verified by recursive rejection sampling. B (the maximum under
-    budget=auto), D, `max_children`, K pairs per n-gram, `max_order`, `prefill_harvest`, `persistent_table`
-    (keep the table across prompts, as TR).
-    """
+    """STAND: sampled n-gram drafts verified with their proposal q (`StandConfig`)."""
 
     samples_drafts = True
+    config_class = StandConfig
 
     def __init__(
         self,
-        budget: int = 40,
-        max_depth: int = 8,
-        max_children: int = 4,
-        k: int = 8,
-        max_order: int = 3,
-        prefill_harvest: bool = True,
-        persistent_table: bool = True,
+        budget: int = StandConfig.budget,
+        max_depth: int = StandConfig.max_depth,
+        max_children: int = StandConfig.max_children,
+        k: int = StandConfig.k,
+        max_order: int = StandConfig.max_order,
+        prefill_harvest: bool = StandConfig.prefill_harvest,
+        persistent_table: bool = StandConfig.persistent_table,
+        shape: str = StandConfig.shape,
+        num_paths: int = StandConfig.num_paths,
+        trunk_len: int = StandConfig.trunk_len,
+        path_len: int = StandConfig.path_len,
         name: str = "stand",
     ) -> None:
         super().__init__(name=name)
-        check_hyperparameters(
-            "StandDrafter", budget=budget, max_depth=max_depth, k=k, prefill_harvest=prefill_harvest
+        self.cfg = StandConfig(
+            budget=budget,
+            max_depth=max_depth,
+            max_children=max_children,
+            k=k,
+            max_order=max_order,
+            prefill_harvest=prefill_harvest,
+            persistent_table=persistent_table,
+            shape=shape,
+            num_paths=num_paths,
+            trunk_len=trunk_len,
+            path_len=path_len,
         )
         self.budget, self.max_depth, self.k, self.prefill_harvest = budget, max_depth, k, prefill_harvest
-        self.max_children = check_int("StandDrafter.max_children", max_children, low=1)
-        self.max_order = check_int("StandDrafter.max_order", max_order, low=1, why="longest n-gram key")
-        if max_children > k:
-            raise ValueError(
-                f"StandDrafter.max_children = {max_children}: must be <= k = {k} (tokens stored per n-gram)"
-            )
-        self.persistent_table = check_bool("StandDrafter.persistent_table", persistent_table)
+        self.max_children = 1 if shape == "chain" else max_children
+        self.max_order, self.persistent_table = max_order, persistent_table
         self.table: NgramDistributionTable | None = None
         self._rng = random.Random(0)
         self._latency: Callable[[int], float] | None = None
         self._committed_tail: list[int] = []
+
+    def draft_shape(self) -> str:
+        return self.cfg.shape
 
     @property
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
         return self.prefill_harvest
 
     def config(self) -> dict[str, Any]:
-        return {
-            "budget": self.budget,
-            "max_depth": self.max_depth,
-            "max_children": self.max_children,
-            "k": self.k,
-            "max_order": self.max_order,
-            "prefill_harvest": self.prefill_harvest,
-            "persistent_table": self.persistent_table,
-        }
+        return self.cfg.as_dict()
 
     def use_latency(self, latency: Callable[[int], float]) -> None:
         """budget=auto: size each tree while drawing it with this latency, not cutting it afterwards."""
@@ -157,7 +224,7 @@ class StandDrafter(RunLongTable, Drafter):
     def propose(self, committed: list[int]) -> DraftTree:
         tail = committed[-self.max_order :]
         self._committed_tail = tail
-        tree = self._build(tail)
+        tree = self._build_paths(tail) if self.cfg.shape in ("iid", "delayed") else self._build(tail)
         self.route = "ar" if len(tree) == 1 else "tree"
         return tree
 
@@ -246,6 +313,76 @@ class StandDrafter(RunLongTable, Drafter):
         if sampled and len(tree) > 1:
             tree.proposals = proposals
         return tree
+
+    def _build_paths(self, tail: list[int]) -> DraftTree:
+        """K i.i.d. paths of L2 draws (after a trunk of L1 when delayed), merged into their trie; a context
+        the table does not know ends its path there. At T = 0: the trunk's argmax, then the K best distinct
+        first tokens each followed by argmaxes (deterministic, no paths)."""
+        cfg, sampled = self.cfg, not self.sampling.greedy
+        tree = DraftTree.single(tail[-1])
+        proposals: list[Any] = [None]
+        contexts: list[list[int]] = [tail]
+        found: dict[int, Any] = {}
+
+        def step(node: int, rank: int = 0) -> int | None:
+            if node not in found:
+                found[node] = self._proposal_at(contexts[node])
+            if found[node] is None:
+                return None
+            ids, q = found[node]
+            if sampled:
+                index = _draw(q, self._rng)
+            else:
+                ranked = [i for i, p in enumerate(q) if p > 0.0]
+                if rank >= len(ranked):
+                    return None
+                index = ranked[rank]
+            token = ids[index]
+            proposals[node] = (ids, tuple(q)) if sampled else None
+            for child in range(node + 1, len(tree)):
+                if tree.parents[child] == node and tree.tokens[child] == token:
+                    return child
+            child = tree.add(token, node, BRANCH)
+            proposals.append(None)
+            contexts.append([*contexts[node], token][-self.max_order :])
+            return child
+
+        branch = 0
+        for _ in range(cfg.trunk_len if cfg.shape == "delayed" else 0):
+            nxt = step(branch)
+            if nxt is None:
+                return self._finish(tree, proposals, None, sampled)
+            branch = nxt
+        paths = []
+        for k in range(cfg.num_paths):
+            node, path = branch, []
+            for depth in range(cfg.path_len):
+                nxt = step(node, k if depth == 0 else 0)
+                if nxt is None:
+                    break
+                node = nxt
+                path.append(node)
+            paths.append(tuple(path))
+        return self._finish(tree, proposals, paths, sampled)
+
+    @staticmethod
+    def _finish(tree: DraftTree, proposals: list[Any], paths: list[tuple[int, ...]] | None, sampled: bool):
+        if sampled and len(tree) > 1:
+            tree.proposals = proposals
+            tree.paths = paths
+        return tree
+
+
+def _draw(q: Sequence[float], rng: random.Random) -> int:
+    """An index drawn from q (inverse CDF; the last positive entry absorbs rounding)."""
+    u, acc, last = rng.random(), 0.0, 0
+    for i, p in enumerate(q):
+        if p > 0.0:
+            acc += p
+            last = i
+            if u < acc:
+                return i
+    return last
 
 
 def _match_mass(q: Sequence[float], taken: Sequence[int]) -> float:

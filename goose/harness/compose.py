@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from goose.engine.core.drafter import Drafter
 from goose.engine.core.verifier import VerificationEngine
+from goose.engine.core.verify.rules import check_verifier
 from goose.harness.benchmarks import (
     BenchmarkError,
     BenchmarkSpec,
@@ -76,12 +77,30 @@ def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
 
 
 def build_drafter(cfg: DictConfig) -> Drafter:
-    """The drafter of `cfg.method.drafter`; a bad value raises a UserError."""
+    """The drafter of `cfg.method.drafter`, checked against `sampling.verifier`; a bad value raises a
+    UserError."""
     try:
-        return instantiate(cfg.method.drafter, _convert_="all")
+        drafter = instantiate(cfg.method.drafter, _convert_="all")
     except InstantiationException as exc:
         cause = exc.__cause__ or exc
         raise UserError(f"method={cfg.method.name}: invalid configuration: {cause}") from None
+    check_drafter_verifier(cfg, drafter)
+    return drafter
+
+
+def check_drafter_verifier(cfg: DictConfig, drafter: Drafter) -> None:
+    """`sampling.verifier` must apply to the drafter's drafts (goose.engine.core.verify.rules)."""
+    node = cfg.get("sampling") or {}
+    try:
+        check_verifier(
+            str(node.get("verifier", "auto")),
+            samples_drafts=bool(drafter.samples_drafts),
+            shape=drafter.draft_shape(),
+            temperature=float(node.get("temperature", 0.0)),
+            method=str(cfg.method.name),
+        )
+    except ValueError as exc:
+        raise UserError(f"invalid configuration: {exc}") from None
 
 
 def drafter_factory(cfg: DictConfig) -> Callable[[], Drafter]:

@@ -19,6 +19,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from goose.engine.core.verify.rules import VERIFIERS
 from goose.harness.benchmarks import FIELD_CHECKS, BenchmarkSpec, HubSource, PackageFile, RecordFilter
 from goose.harness.drafter_schema import check_drafter, register_drafters
 from goose.harness.models import DTYPES, ModelConfig
@@ -125,6 +126,9 @@ class SamplingSchema:
         0, partial(check_int, low=0, why="the run's seed; sample i uses a seed derived from it")
     )
     num_samples: int = _checked(1, partial(check_int, low=1, why="samples per prompt (temperature > 0)"))
+    verifier: str = _checked(
+        "auto", partial(check_choice, choices=VERIFIERS, why="how drafts that carry q are verified")
+    )
 
 
 def _check_quick(name: str, value: Any) -> Any:

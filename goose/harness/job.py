@@ -72,7 +72,10 @@ def sampling_settings(cfg: DictConfig) -> tuple[SamplingParams, SamplingPlan]:
     node = cfg.get("sampling") or {}
     try:
         params = SamplingParams(
-            float(node.get("temperature", 0.0)), float(node.get("top_p", 1.0)), int(node.get("top_k", 0))
+            float(node.get("temperature", 0.0)),
+            float(node.get("top_p", 1.0)),
+            int(node.get("top_k", 0)),
+            str(node.get("verifier", "auto")),
         )
     except ValueError as exc:
         raise UserError(f"invalid configuration: {exc}") from None
@@ -84,7 +87,7 @@ def describe_sampling(params: SamplingParams, plan: SamplingPlan) -> str:
         return "sampling=greedy"
     return (
         f"sampling=T{params.temperature:g}/top_p{params.top_p:g}/top_k{params.top_k} "
-        f"seed={plan.seed} samples={plan.num_samples}"
+        f"verifier={params.verifier} seed={plan.seed} samples={plan.num_samples}"
     )
 
 

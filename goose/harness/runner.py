@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,7 @@ def run_cell(
         cell.max_new_tokens,
         cell.dtype,
         cell.chat_template,
-        cell.sampling,
+        replace(cell.sampling, verifier="auto"),  # AR drafts nothing: one reference for every verifier
     )
     plan = plan or SamplingPlan()
     units = [(p, idx, seed) for p in prompts for idx, seed in plan.samples(cell.sampling)]

@@ -11,7 +11,9 @@ Versions:
 - 0: rows without `schema_version`. Those written before prompts could be put in a chat template lack
   `chat_template` (they were raw); those written before sampling lack `temperature`, `top_p`, `top_k`,
   `sample_seed` (they were greedy).
-- 1: every row carries `schema_version` and every cell-key field (`CELL_FIELDS`).
+- 1: every row carries `schema_version` and every cell-key field (`CELL_FIELDS`) of its time.
+- 2: `verifier` (sampling.verifier: how drafts that carry their proposal q were verified) joins the cell key;
+  rows before it were verified as `auto` does.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # What identifies a row: a re-run of the same cell, prompt and sample has the same values here.
 CELL_FIELDS = (
@@ -35,16 +37,18 @@ CELL_FIELDS = (
     "temperature",
     "top_p",
     "top_k",
+    "verifier",
     "sample_seed",
 )
 
-# Version 0 -> 1: the values the fields added since the first rows take in rows that lack them.
+# Versions 0 and 1 -> 2: the values the fields added since the first rows take in rows that lack them.
 V0_DEFAULTS: dict[str, Any] = {
     "chat_template": False,
     "temperature": 0.0,
     "top_p": 1.0,
     "top_k": 0,
     "sample_seed": None,
+    "verifier": "auto",
 }
 
 GROUPS = {
@@ -94,6 +98,9 @@ class ResultRow:
     temperature: float = _f("identity", "Sampling temperature (0: greedy).", True)
     top_p: float = _f("identity", "Nucleus sampling mass (1: off).", True)
     top_k: int = _f("identity", "Top-k sampling (0: off).", True)
+    verifier: str = _f(
+        "identity", "sampling.verifier: auto, rrs, rrs_iid, traversal, block or gbv (drafts with q).", True
+    )
     prompt_id: str = _f("identity", "The benchmark's id of the prompt.", True)
     sample_idx: int | None = _f("identity", "Which sample of the prompt (None when greedy).")
     sample_seed: int | None = _f("identity", "The sample's seed (None when greedy).", True)
@@ -202,8 +209,8 @@ def field_names() -> frozenset[str]:
 
 
 def migrate_row(row: dict[str, Any]) -> dict[str, Any]:
-    """The row in the current schema (`SCHEMA_VERSION`): a row without `schema_version` is version 0 and
-    gets the fields `V0_DEFAULTS` names that it lacks. Idempotent; a current row is returned as is, an
+    """The row in the current schema (`SCHEMA_VERSION`): a row without `schema_version` is version 0; an
+    older row gets the fields `V0_DEFAULTS` names that it lacks. Idempotent; a current row is returned as is, an
     older one as a new dict with `schema_version` first and the other fields in their order."""
     version = row.get("schema_version", 0)
     if version == SCHEMA_VERSION:

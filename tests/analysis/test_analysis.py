@@ -172,6 +172,12 @@ def grid_rows():
             for method, calls in (("ar", 40), ("pld", 30), ("tr", 28), ("goose", 22)):
                 rows.append(row(method, p, 40, calls, calls / 10, bench, **sampled))
             rows.append(row("source_select", p, 40, 18, 2.2, bench, config={"rule": "expected_accepted"}))
+            # sampled drafts under other verifiers (analysis/verifier_eval.py)
+            chain = {"budget": 40, "shape": "chain"}
+            for verifier, calls in (("auto", 32), ("block", 30)):
+                rows.append(
+                    row("stand_chain", p, 40, calls, 3.0, bench, config=chain, verifier=verifier, **sampled)
+                )
     for p in ("81", "161"):  # Spec-Bench questions: multi-turn conversation, translation
         rows += [row("ar", p, 40, 40, 4.0, "spec_bench"), row("goose", p, 40, 16, 2.0, "spec_bench")]
     return rows
@@ -325,6 +331,8 @@ def test_paper_values_each_have_a_source_and_reach_the_table(grid, tmp_path):
 
 EXPECTED = {
     "README.md",
+    "verifier_eval.md",
+    "verifier_orderings.md",
     "time_split.md",
     "time_split.tex",
     "all_cells.csv",

@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-import goose.engine.core.sampling as sampling_module
+import goose.engine.core.verify.inputs as inputs_module
 from baselines.stand import gumbel_order
 from goose.engine.core.sampling import (
     RejectionInputs,
@@ -110,7 +110,7 @@ def test_rejection_walk_outputs_the_target_distribution(children_count):
 def test_rejection_walk_without_renormalising_q_is_wrong(monkeypatch):
     """The same check catches the classic without-replacement bug (q not renormalised after a
     rejected sibling)."""
-    monkeypatch.setattr(sampling_module, "_normalised", lambda q: {x: v for x, v in q.items() if v > 0.0})
+    monkeypatch.setattr(inputs_module, "normalised", lambda q: {x: v for x, v in q.items() if v > 0.0})
     trials = 20000
     assert _p_value(_walk_outputs(trials, 3), trials) < 1e-6
 

@@ -56,6 +56,7 @@ KEY_FIELD_VALUES = {
     "temperature": (0.0, 0.7),
     "top_p": (1.0, 0.9),
     "top_k": (0, 50),
+    "verifier": ("auto", "traversal"),
     "sample_seed": (None, 7),
 }
 

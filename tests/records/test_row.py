@@ -49,7 +49,7 @@ def test_an_old_row_migrates_to_the_current_schema():
     assert (
         cell_key(OLD)
         == cell_key(new)
-        == ("m", "b", "pld", "abc", "p0", 8, "float32", False, 0.0, 1.0, 0, None)
+        == ("m", "b", "pld", "abc", "p0", 8, "float32", False, 0.0, 1.0, 0, "auto", None)
     )
 
 

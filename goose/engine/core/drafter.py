@@ -56,6 +56,11 @@ class Drafter:
         """The sequence's sampling settings and seed, before `begin`; used by sampling drafters (STAND)."""
         self.sampling, self.sampling_seed = sampling, seed
 
+    def draft_shape(self) -> str:
+        """The shape of the drafts: chain, tree, iid or delayed (goose.engine.core.verify.rules), checked against
+        `sampling.verifier` before the model loads; only drafters that `samples_drafts` need say more than tree."""
+        return "tree"
+
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Called once per prompt after the prefill forward; prefill_logits is [P, V]."""
         self.stats = {}

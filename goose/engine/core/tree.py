@@ -24,7 +24,11 @@ class DraftTree:
     """A token tree to verify in one forward pass: tokens, parents (parents[0] = −1, else < i) and source
     labels per node. `proposals`: per node, the q its children were sampled from (STAND), else None.
     `accept_limit`: only nodes 0 … accept_limit − 1 may be accepted; later nodes are forwarded for their logits
-    alone (Lookahead's Jacobi branch, arXiv 2402.02057 §3); None = every node.
+    alone (Lookahead's Jacobi branch, arXiv 2402.02057 §3); None = every node. `paths`: for drafts of K i.i.d.
+    paths (arXiv 2602.16961, 2602.16994), the paths in draw order, each the node indices from its first node
+    (a child of the branching point: the anchor, or a delayed tree's trunk end) to its leaf; the tree is their
+    trie (identical prefixes merged), so a node's children are its paths' distinct draws in first-appearance
+    order. None for other drafts.
     """
 
     tokens: list[int]
@@ -33,7 +37,6 @@ class DraftTree:
     depths: list[int] = field(default_factory=list)
     proposals: list[tuple[tuple[int, ...], tuple[float, ...]] | None] | None = None
     accept_limit: int | None = None
-    # K i.i.d. sampled paths in draw order (node indices, first drafted node to leaf); the tree is their trie
     paths: list[tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
@@ -84,6 +87,7 @@ class DraftTree:
             self.depths[:b],
             None if self.proposals is None else self.proposals[:b],
             None if self.accept_limit is None else min(self.accept_limit, b),
+            None if self.paths is None else [tuple(i for i in path if i < b) for path in self.paths],
         )
 
     def add(self, token: int, parent: int, source: int) -> int:
@@ -110,6 +114,9 @@ class DraftTree:
             [self.depths[i] for i in keep],
             None if self.proposals is None else [self.proposals[i] for i in keep],
             None if self.accept_limit is None else sum(1 for i in keep if i < self.accept_limit),
+            None
+            if self.paths is None
+            else [tuple(new_index[i] for i in path if i in new_index) for path in self.paths],
         )
 
     def children(self) -> list[list[int]]:

@@ -17,18 +17,16 @@ import torch
 
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.kv_cache import TreeKVCache
-from goose.engine.core.sampling import (
-    GREEDY,
-    SamplingParams,
-    TargetNoise,
+from goose.engine.core.sampling import GREEDY, SamplingParams, TargetNoise, sample_and_match, warp_scores
+from goose.engine.core.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
+from goose.engine.core.verify import uniforms_keyed_by, verify_walk
+from goose.engine.core.verify.inputs import (
+    NoiseDecisions,
     candidate_sets,
     rejection_tensors,
-    rejection_walk,
-    sample_and_match,
     unpack_rejection,
-    warp_scores,
 )
-from goose.engine.core.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
+from goose.engine.core.verify.view import SampledTree
 from goose.engine.core.window import slides
 from goose.engine.forward.compiled_forward import compile_lean
 from goose.engine.forward.lean import lean_decoder, lean_unsupported
@@ -428,7 +426,7 @@ class VerificationEngine:
         )
 
     def _verify_sampled(self, tree: DraftTree, budget: int, t0: float) -> VerifyOutcome:
-        """`verify` at T > 0: sample-and-match, or rejection sampling for trees with proposals."""
+        """`verify` at T > 0: sample-and-match, or for trees with proposals the walk of `sampling.verifier`."""
         assert self.noise is not None
         p, n = self.prefix_len, len(tree)
         max_depth = max(tree.depths)
@@ -451,9 +449,19 @@ class VerificationEngine:
             predictions = [int(v) for v in values[:n]]
             self._raise_if_non_finite(values[n : 2 * n])
             rejection = unpack_rejection(values[2 * n :], cands, k)
-            path, bonus = rejection_walk(
-                children, tree.tokens, tree.proposals, rejection, self.noise.uniform, p + 1, tree.depths
+            verifier = self.sampling.verifier
+            view = SampledTree.from_inputs(
+                tree.tokens, tree.parents, children, tree.proposals, rejection, tree.paths
             )
+            decisions = NoiseDecisions(
+                rejection,
+                self.noise.uniform,
+                p + 1,
+                tree.depths,
+                keyed=uniforms_keyed_by(verifier),
+                step_uniform=self.noise.step_uniform,
+            )
+            path, bonus = verify_walk(verifier, view, decisions)
             return self._commit(tree, path, bonus, budget, logits, predictions, t1 - t0)
         targets, draws = sample_and_match(scores, noise)
         if n == 1:
