@@ -64,8 +64,6 @@ class SelfDraftDrafter(Drafter):
 
     samples_drafts = True
     needs_draft_forward: ClassVar[bool] = True
-    # The verifier of i.i.d. paths (with replacement) this drafter's `iid` / `delayed` shapes need at T > 0.
-    iid_paths_verified: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -146,18 +144,15 @@ class SelfDraftDrafter(Drafter):
                 check_skip_range(name, layers, num_layers)
         self.draft_forward = draft_forward
 
+    def draft_shape(self) -> str:
+        return self.shape
+
     def use_latency(self, latency: Any) -> None:
         """budget=auto: the tree is sized while drafting (budget, confidence), never cut after its draws
         (a cut that depends on them would bias rejection sampling); the latency is not used."""
 
     def set_sampling(self, sampling, seed: int) -> None:
         super().set_sampling(sampling, seed)
-        if self.shape in ("iid", "delayed") and not sampling.greedy and not self.iid_paths_verified:
-            raise ValueError(
-                f"{OWNER}.shape = {self.shape!r} at temperature {sampling.temperature}: i.i.d. paths need a "
-                "with-replacement verifier; the rejection walk is exact for chains and without-replacement "
-                "trees only (use shape chain or tree)"
-            )
         self._rng = random.Random(derive_seed(seed, "self-draft"))
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
@@ -280,7 +275,8 @@ class SelfDraftDrafter(Drafter):
         walked: list[list[int]] = [[]]
         for step in range(min(steps, self.max_depth)):
             if step == trunk:
-                heads, walked = heads * self.paths, [list(walked[0]) for _ in range(self.paths)]
+                # the paths start after the trunk: a trunk is one draw, not K draws that agreed (GBV, rrs_iid)
+                heads, walked = heads * self.paths, [[] for _ in range(self.paths)]
             first = len(tree)
             for k, node in enumerate(heads):
                 q = q_of[node]

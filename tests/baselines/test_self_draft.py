@@ -86,8 +86,7 @@ def _first_tree(engine, drafter, params, prompt, seed):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_sampled_drafts_lie_in_their_parents_truncated_q(engine, shape, monkeypatch):
-    monkeypatch.setattr(SelfDraftDrafter, "iid_paths_verified", True)  # propose only, never verified here
+def test_sampled_drafts_lie_in_their_parents_truncated_q(engine, shape):
     params = SamplingParams(temperature=1.0)
     for seed in range(5):
         drafter = SelfDraftDrafter(shape=shape, top_k=5, confidence=0.0, skip_attention=[2], skip_mlp=[3])
@@ -101,19 +100,23 @@ def test_sampled_drafts_lie_in_their_parents_truncated_q(engine, shape, monkeypa
                 assert len(q[0]) <= 5 and abs(sum(q[1]) - 1.0) < 1e-12 and min(q[1]) > 0.0
         if shape in ("iid", "delayed"):
             assert tree.paths is not None and len(tree.paths) == drafter.paths
+            trunk = drafter.trunk if shape == "delayed" else 0  # the paths start after the trunk
+            assert tree.depths[tree.parents[tree.paths[0][0]]] == trunk
             for path in tree.paths:
-                assert [tree.parents[v] for v in path] == [0, *path[:-1]]
-                assert len(path) == drafter.path_length + (drafter.trunk if shape == "delayed" else 0)
+                assert [tree.parents[v] for v in path[1:]] == list(path[:-1])
+                assert tree.parents[path[0]] == tree.parents[tree.paths[0][0]]
+                assert len(path) == drafter.path_length
         else:
             assert tree.paths is None
 
 
-def test_iid_shapes_at_t_above_0_wait_for_an_iid_path_verifier(engine):
+@pytest.mark.parametrize("verifier", ["auto", "rrs_iid", "traversal", "gbv"])
+def test_iid_shapes_run_at_t_above_0_under_their_verifiers(engine, verifier):
     for shape in ("iid", "delayed"):
-        with pytest.raises(ValueError, match="i.i.d. paths need a with-replacement verifier"):
-            generate(
-                engine, SelfDraftDrafter(shape=shape), PROMPTS[0], 4, sampling=SamplingParams(temperature=1.0)
-            )
+        params = SamplingParams(temperature=1.0, verifier=verifier)
+        engine.sampling = params
+        gen = generate(engine, SelfDraftDrafter(shape=shape, confidence=0.0), PROMPTS[0], 12, sampling=params)
+        assert len(gen.output_ids) == 12 and gen.tau >= 1.0
 
 
 def test_row_counters_give_the_skip_set_and_the_draft_cost_in_sub_layers(engine):
