@@ -130,7 +130,7 @@ def _check_template(name: str, value: Any) -> str:
     return value
 
 
-# Per-field checks (qualified name, value) -> value; BenchSchema attaches the same functions.
+# Per-field checks (qualified name, value) -> value: the one place a bench setting is checked.
 FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "name": _check_name,
     "max_new_tokens": partial(check_int, low=0, why="the paper's generation length"),
