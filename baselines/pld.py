@@ -5,29 +5,46 @@ matcher and transformers do). Nodes are SPINE, so PLD runs report p_s.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from goose.engine.core.drafter import Drafter
 from goose.engine.core.tree import SPINE, DraftTree
+from goose.method.config import DrafterConfig
 from goose.sources.context_matcher import ContextMatcher
-from goose.validation import check_hyperparameters
+
+
+@dataclass(frozen=True)
+class PldConfig(DrafterConfig):
+    """PLD's hyperparameters (docs/paper.md, Baselines): the n-gram sizes matched, longest first as
+    listed, and `num_draft`, the longest chain drafted."""
+
+    owner = "PromptLookupDrafter"
+    ngram_sizes: tuple[int, ...] = (3, 2, 1)
+    num_draft: int = 10
+
+    def _validate(self) -> None:
+        super()._validate()  # both fields are checked by goose.validation.HYPERPARAMETERS
+        object.__setattr__(self, "ngram_sizes", tuple(int(n) for n in self.ngram_sizes))
 
 
 class PromptLookupDrafter(Drafter):
-    """PLD: one chain of up to `num_draft` context-matched tokens per step."""
+    """PLD: one chain of up to `num_draft` context-matched tokens per step. Keyword arguments are
+    `PldConfig`'s fields."""
 
-    def __init__(self, ngram_sizes: Sequence[int] = (3, 2, 1), num_draft: int = 10) -> None:
+    config_class = PldConfig
+
+    def __init__(self, **hyperparameters: Any) -> None:
         super().__init__(name="pld")
-        check_hyperparameters("PromptLookupDrafter", ngram_sizes=ngram_sizes, num_draft=num_draft)
-        self.ngram_sizes = tuple(int(n) for n in ngram_sizes)
-        self.num_draft = int(num_draft)
+        self.cfg = PldConfig(**hyperparameters)
+        self.ngram_sizes = self.cfg.ngram_sizes
+        self.num_draft = self.cfg.num_draft
         self.matcher = ContextMatcher(self.ngram_sizes, max_chain=self.num_draft)
 
     def config(self) -> dict[str, Any]:
-        return {"ngram_sizes": list(self.ngram_sizes), "num_draft": self.num_draft}
+        return self.cfg.as_dict()
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         super().begin(prompt_ids, prefill_logits)

@@ -8,12 +8,14 @@ the closest prior art.
 
 TR is reused unchanged: its table learns from every verified tree, not from the prefill, and persists
 across prompts, so `sam` differs from `tr` only by the chains. The static corpus SAM is left out (no corpus
-offline, and it would carry information across prompts); defaults are the reference code's
-(hyx1999/SAM-Decoding).
+offline, and it would carry information across prompts); defaults (`SamConfig`) are the reference code's
+(hyx1999/SAM-Decoding: samd/samd_config.py and scripts/inference_samd.sh, the paper's Spec-Bench runs with
+--samd_n_predicts 40 --samd_len_threshold 5).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,54 +23,62 @@ import torch
 from baselines.token_recycling import TR_K, TokenRecyclingDrafter
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.tree import SPINE, DraftTree
+from goose.method.config import DrafterConfig
 from goose.sources.suffix_automaton import SuffixAutomaton
-from goose.validation import check_bool, check_hyperparameters, check_int, check_str
+from goose.validation import check_bool, check_int, check_str
 
-# Reference defaults: n_predicts = 40 positions with the anchor (39 copied tokens); len_threshold = 5.
-SAM_MAX_DRAFT_LEN = 39
-SAM_MATCH_THRESHOLD = 5
+
+@dataclass(frozen=True)
+class SamConfig(DrafterConfig):
+    """SAM-Decoding's hyperparameters, at the reference code's values. No static corpus SAM, hence no
+    len_bias."""
+
+    owner = "SamDrafter"
+    max_draft_len: int = 39  # copied tokens per chain: n_predicts = 40 verified positions incl. the anchor
+    match_threshold: int = 5  # l_threshold (len_threshold = 5): shorter matches draft TR's tree
+    climb_suffix_links: bool = True  # DynSAM.to_anc: few tokens after the match: copy after a shorter suffix
+    k: int = TR_K  # TR's K (TOPK = 8 in the reference's token_recycle.py; docs/paper.md's TR: 8)
+
+    def _validate(self) -> None:
+        owner = self.owner_name()
+        check_int(f"{owner}.max_draft_len", self.max_draft_len, low=1, why="tokens copied per chain")
+        check_int(
+            f"{owner}.match_threshold",
+            self.match_threshold,
+            low=1,
+            why="l_threshold, shortest match that drafts the chain",
+        )
+        check_bool(f"{owner}.climb_suffix_links", self.climb_suffix_links)
+        super()._validate()  # k, by goose.validation.HYPERPARAMETERS
 
 
 class SamDrafter(Drafter):
     """SAM-Decoding: an automaton chain of `max_draft_len` tokens when the match is at least `match_threshold`
-    long, TR's tree (K = `k`) otherwise; `climb_suffix_links` is the reference's `to_anc`.
+    long, TR's tree (K = `k`) otherwise; `climb_suffix_links` is the reference's `to_anc`. Keyword arguments
+    are `SamConfig`'s fields.
     """
 
-    def __init__(
-        self,
-        max_draft_len: int = SAM_MAX_DRAFT_LEN,
-        match_threshold: int = SAM_MATCH_THRESHOLD,
-        climb_suffix_links: bool = True,
-        k: int = TR_K,
-        name: str = "sam",
-    ) -> None:
+    config_class = SamConfig
+
+    def __init__(self, name: str = "sam", **hyperparameters: Any) -> None:
         super().__init__(name=check_str("SamDrafter.name", name))
-        owner = "SamDrafter"
-        self.max_draft_len = check_int(
-            f"{owner}.max_draft_len", max_draft_len, low=1, why="tokens copied per chain"
-        )
-        self.match_threshold = check_int(
-            f"{owner}.match_threshold",
-            match_threshold,
-            low=1,
-            why="l_threshold, shortest match that drafts the chain",
-        )
-        self.climb_suffix_links = check_bool(f"{owner}.climb_suffix_links", climb_suffix_links)
-        check_hyperparameters(owner, k=k)
-        self.k = k
+        self.cfg = SamConfig(**hyperparameters)
+        self.max_draft_len = self.cfg.max_draft_len
+        self.match_threshold = self.cfg.match_threshold
+        self.climb_suffix_links = self.cfg.climb_suffix_links
+        self.k = self.cfg.k
         self.automaton = SuffixAutomaton()
-        self.tr = TokenRecyclingDrafter(k=k)
+        self.tr = TokenRecyclingDrafter(k=self.k)
 
     def config(self) -> dict[str, Any]:
+        """`SamConfig`'s fields, the fixed choices (earliest occurrence, no static SAM, TR as the auxiliary)
+        and TR's logged settings."""
         tr = self.tr.config()
         return {
-            "max_draft_len": self.max_draft_len,
-            "match_threshold": self.match_threshold,
-            "climb_suffix_links": self.climb_suffix_links,
+            **self.cfg.as_dict(),
             "occurrence": "earliest",
             "static_sam": False,
             "aux": "tr",
-            "k": self.k,
             "tr_template_nodes": tr["template_nodes"],
             "tr_prefill_harvest": tr["prefill_harvest"],
             "tr_persistent_table": tr["persistent_table"],

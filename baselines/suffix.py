@@ -4,76 +4,93 @@ A per-prompt suffix tree over prompt + output (goose/sources/suffix_tree.py) dra
 up to MAX_SPEC tokens; the best-scoring draft is verified as a tree (`mode: tree`, the paper's) or a chain
 (the reference's and vLLM's default). `global_cache: true` adds the reference's run-long tree over earlier
 outputs (its own setting, `method=suffix_global`, since it carries state across prompts). Drafts are SPINE,
-comparable with PLD's and Goose's p_s; our choices where paper and reference differ are listed in
-conf/method/suffix.yaml.
+comparable with PLD's and Goose's p_s; our choices where paper and reference differ are listed on
+`SuffixConfig` (reference code: snowflakedb/ArcticInference, csrc/suffix_decoding/suffix_tree.cc and
+arctic_inference/suffix_decoding/cache.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.tree import ROOT, SPINE, DraftTree
+from goose.method.config import DrafterConfig
 from goose.sources.suffix_tree import SuffixDraft, SuffixTree
 from goose.validation import check_bool, check_choice, check_float, check_int, check_str
 
 LOCAL_SEQ = 0  # the local tree holds one sequence: prompt + output
 
 
+@dataclass(frozen=True)
+class SuffixConfig(DrafterConfig):
+    """SuffixDecoding's hyperparameters: the reference's defaults except `mode` (the paper's tree) and
+    `global_cache` (off: the harness's rule, BEYOND.md "Fairness"). `max_spec_tokens` null is resolved to
+    `max_depth` on creation, as the reference's speculate does."""
+
+    owner = "SuffixDecodingDrafter"
+    # paper: a speculation tree (greedy expansion by D(N), SCORE = sum of D(N)); the reference code's
+    # default (use_tree_spec=False) and vLLM's: chain
+    mode: str = "tree"
+    max_depth: int = 64  # SuffixDecodingCache(max_tree_depth=64), suffix_cache_max_depth (vLLM: 24)
+    # null = max_depth: SuffixDecodingCache.speculate's default (vLLM: num_speculative_tokens, else its depth)
+    max_spec_tokens: int | None = None
+    max_spec_factor: float = 1.0  # α in MAX_SPEC = α·p, p the match length (paper); reference default 1.0
+    max_spec_offset: float = 0.0  # added to α·p (reference suffix_max_spec_offset 0.0; not in the paper)
+    min_token_prob: float = 0.1  # drafted tokens' path probability >= this (reference suffix_min_token_prob)
+    # local only (BEYOND.md "Fairness"); the reference enables its global tree (max_cached_requests=-1)
+    global_cache: bool = False
+
+    def _validate(self) -> None:
+        owner = self.owner_name()
+        check_choice(f"{owner}.mode", self.mode, ("tree", "chain"))
+        check_int(
+            f"{owner}.max_depth", self.max_depth, low=2, why="a match of >= 1 token plus >= 1 drafted token"
+        )
+        if self.max_spec_tokens is None:
+            object.__setattr__(self, "max_spec_tokens", self.max_depth)
+        else:
+            check_int(f"{owner}.max_spec_tokens", self.max_spec_tokens, low=1, why="null = max_depth")
+        factor = check_float(
+            f"{owner}.max_spec_factor", self.max_spec_factor, low=0.0, why="α, tokens per matched token"
+        )
+        offset = check_float(f"{owner}.max_spec_offset", self.max_spec_offset)
+        prob = check_float(f"{owner}.min_token_prob", self.min_token_prob, 0.0, 1.0, why="a probability")
+        check_bool(f"{owner}.global_cache", self.global_cache)
+        object.__setattr__(self, "max_spec_factor", float(factor))
+        object.__setattr__(self, "max_spec_offset", float(offset))
+        object.__setattr__(self, "min_token_prob", float(prob))
+
+
 class SuffixDecodingDrafter(Drafter):
     """SuffixDecoding: suffix-tree drafts scored by empirical continuation probability. `mode` tree or chain;
     `max_depth` (also the pattern length); MAX_SPEC's `max_spec_tokens`, `max_spec_factor` α and
-    `max_spec_offset`; `min_token_prob`; `global_cache`. stats: suffix_drafts, suffix_global_drafts,
-    suffix_match_len, suffix_score.
+    `max_spec_offset`; `min_token_prob`; `global_cache` (keyword arguments: `SuffixConfig`'s fields).
+    stats: suffix_drafts, suffix_global_drafts, suffix_match_len, suffix_score.
     """
 
-    def __init__(
-        self,
-        mode: str = "tree",
-        max_depth: int = 64,
-        max_spec_tokens: int | None = None,
-        max_spec_factor: float = 1.0,
-        max_spec_offset: float = 0.0,
-        min_token_prob: float = 0.1,
-        global_cache: bool = False,
-        name: str = "suffix",
-    ) -> None:
+    config_class = SuffixConfig
+
+    def __init__(self, name: str = "suffix", **hyperparameters: Any) -> None:
         super().__init__(name=check_str("SuffixDecodingDrafter.name", name))
-        owner = "SuffixDecodingDrafter"
-        self.mode = check_choice(f"{owner}.mode", mode, ("tree", "chain"))
-        self.max_depth = check_int(
-            f"{owner}.max_depth", max_depth, low=2, why="a match of >= 1 token plus >= 1 drafted token"
-        )
-        if max_spec_tokens is not None:
-            check_int(f"{owner}.max_spec_tokens", max_spec_tokens, low=1, why="null = max_depth")
-        self.max_spec_tokens = self.max_depth if max_spec_tokens is None else max_spec_tokens
-        self.max_spec_factor = float(
-            check_float(
-                f"{owner}.max_spec_factor", max_spec_factor, low=0.0, why="α, tokens per matched token"
-            )
-        )
-        self.max_spec_offset = float(check_float(f"{owner}.max_spec_offset", max_spec_offset))
-        self.min_token_prob = float(
-            check_float(f"{owner}.min_token_prob", min_token_prob, 0.0, 1.0, why="a probability")
-        )
-        self.global_cache = check_bool(f"{owner}.global_cache", global_cache)
+        self.cfg = SuffixConfig(**hyperparameters)
+        self.mode = self.cfg.mode
+        self.max_depth = self.cfg.max_depth
+        self.max_spec_tokens: int = self.cfg.max_spec_tokens  # type: ignore[assignment]
+        self.max_spec_factor = self.cfg.max_spec_factor
+        self.max_spec_offset = self.cfg.max_spec_offset
+        self.min_token_prob = self.cfg.min_token_prob
+        self.global_cache = self.cfg.global_cache
         self.local: SuffixTree | None = None
         self.global_tree: SuffixTree | None = SuffixTree(self.max_depth) if self.global_cache else None
         self._seq_id = -1  # the current prompt's sequence in the global tree
         self._synced = 0  # committed tokens already in the trees
 
     def config(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "max_depth": self.max_depth,
-            "max_spec_tokens": self.max_spec_tokens,
-            "max_spec_factor": self.max_spec_factor,
-            "max_spec_offset": self.max_spec_offset,
-            "min_token_prob": self.min_token_prob,
-            "global_cache": self.global_cache,
-        }
+        return self.cfg.as_dict()
 
     @property
     def carries_run_state(self) -> bool:  # type: ignore[override]

@@ -6,15 +6,17 @@ level sizes, so `TR_TEMPLATE` is designed here by `design_template`'s rule (a te
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.tree import BRANCH, DraftTree
+from goose.method.config import DrafterConfig
 from goose.sources.adjacency import AdjacencyTable
 from goose.sources.run_long import RunLongTable
-from goose.validation import check_bool, check_hyperparameters
+from goose.validation import check_bool
 
 TR_K = 8
 TR_LEVEL_SIZES: tuple[int, ...] = (8, 21, 25, 15, 8, 3)
@@ -101,27 +103,40 @@ def fill_template(
     return tree
 
 
-class TokenRecyclingDrafter(RunLongTable, Drafter):
-    """Token Recycling: fixed 80-node template over a run-long top-K id table (K = 8)."""
+@dataclass(frozen=True)
+class TokenRecyclingConfig(DrafterConfig):
+    """TR's hyperparameters (docs/paper.md, Baselines): K successor ids per table row, the rank-path
+    `template` (TR_TEMPLATE: 80 nodes on 6 levels) and `persistent_table`: keep the table across prompts
+    (TR's setting); false starts each prompt empty, as Goose does (the like-for-like comparison)."""
 
-    def __init__(
-        self,
-        k: int = TR_K,
-        template: tuple[tuple[int, ...], ...] = TR_TEMPLATE,
-        persistent_table: bool = True,
-        name: str = "tr",
-    ) -> None:
-        """persistent_table: keep the table across prompts (TR's setting); false starts each prompt empty, as
-        Goose does (the like-for-like comparison)."""
+    owner = "TokenRecyclingDrafter"
+    k: int = TR_K
+    template: tuple[tuple[int, ...], ...] = TR_TEMPLATE
+    persistent_table: bool = True
+
+    def _validate(self) -> None:
+        super()._validate()  # k, by goose.validation.HYPERPARAMETERS
+        check_bool(f"{self.owner}.persistent_table", self.persistent_table)
+        check_template(self.owner, self.template, self.k)
+        object.__setattr__(self, "template", tuple(tuple(p) for p in self.template))
+
+
+class TokenRecyclingDrafter(RunLongTable, Drafter):
+    """Token Recycling: fixed 80-node template over a run-long top-K id table (K = 8). Keyword arguments
+    are `TokenRecyclingConfig`'s fields."""
+
+    config_class = TokenRecyclingConfig
+
+    def __init__(self, name: str = "tr", **hyperparameters: Any) -> None:
         super().__init__(name=name)
-        check_hyperparameters("TokenRecyclingDrafter", k=k)
-        self.persistent_table = check_bool("TokenRecyclingDrafter.persistent_table", persistent_table)
-        check_template("TokenRecyclingDrafter", template, k)
-        self.k = k
-        self.template = tuple(tuple(p) for p in template)
+        self.cfg = TokenRecyclingConfig(**hyperparameters)
+        self.k = self.cfg.k
+        self.template = self.cfg.template
+        self.persistent_table = self.cfg.persistent_table
         self.table: AdjacencyTable | None = None
 
     def config(self) -> dict[str, Any]:
+        """The logged config: the template by its size and level sizes (no prefill harvest, ever)."""
         return {
             "k": self.k,
             "template_nodes": len(self.template),

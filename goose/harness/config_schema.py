@@ -1,7 +1,8 @@
 """Structured-config schema of run.py (Hydra ConfigStore) and `validate_config`, so a typo fails before a
 model loads: at composition Hydra refuses unknown keys and wrong types (conf/config.yaml's optional
 ``schema@_global_: goose_bench``); `validate_config` (compose_config and the job) checks ``+`` keys, the
-fields' `check` ranges and ``method.drafter`` (goose.harness.drafter_schema: one structured config per
+fields' `check` ranges, ``bench`` by `BenchmarkSpec.from_config` (its own field checks, the one place they
+live) and ``method.drafter`` by its config dataclass (goose.harness.drafter_schema: one structured config per
 drafter). `ModelSchema` and `BenchSchema` are generated from `goose.harness.models.ModelConfig` and
 `goose.harness.benchmarks.BenchmarkSpec`, so schema and loader cannot drift.
 """
@@ -20,7 +21,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from goose.engine.core.verify.rules import VERIFIERS
-from goose.harness.benchmarks import FIELD_CHECKS, BenchmarkSpec, HubSource, PackageFile, RecordFilter
+from goose.harness.benchmarks import BenchmarkSpec, HubSource, PackageFile, RecordFilter
 from goose.harness.drafter_schema import check_drafter, register_drafters
 from goose.harness.models import DTYPES, ModelConfig
 from goose.validation import check_bool, check_choice, check_float, check_int, check_str
@@ -92,9 +93,15 @@ HubSchema = _schema_from(HubSource, "HubSchema", {}, null=True)
 PackageSchema = _schema_from(PackageFile, "PackageSchema", {}, null=True)
 FilterSchema = _schema_from(RecordFilter, "FilterSchema", {}, null=True)
 _NESTED_SCHEMAS = {HubSource: HubSchema, PackageFile: PackageSchema, RecordFilter: FilterSchema}
-BenchSchema = _schema_from(BenchmarkSpec, "BenchSchema", FIELD_CHECKS, _NESTED_SCHEMAS)
-BenchSchema.__doc__ = """Schema of conf/bench/*.yaml: goose.harness.benchmarks.BenchmarkSpec with its FIELD_CHECKS;
-cross-field checks run in `validate_config`."""
+BenchSchema = _schema_from(BenchmarkSpec, "BenchSchema", {}, _NESTED_SCHEMAS)
+BenchSchema.__doc__ = """Schema of conf/bench/*.yaml: goose.harness.benchmarks.BenchmarkSpec's fields and types;
+the values are checked by `BenchmarkSpec.from_config` (`_check_bench`)."""
+
+
+def _check_bench(name: str, value: Any) -> BenchmarkSpec:
+    """The bench node, checked where its fields are defined (keys, types, ranges, the checks across fields);
+    a BenchmarkError (a ValueError) names the field, the value and what is allowed."""
+    return BenchmarkSpec.from_config(value)
 
 
 @dataclass
@@ -144,7 +151,7 @@ class GooseBenchConfig:
     """Schema of conf/config.yaml (the composed configuration of one run)."""
 
     model: ModelSchema = MISSING  # type: ignore[valid-type]
-    bench: BenchSchema = MISSING  # type: ignore[valid-type]
+    bench: BenchSchema = _checked(MISSING, _check_bench)  # type: ignore[valid-type]
     method: MethodSchema = MISSING
     max_new_tokens: int | None = _checked(None, partial(check_int, low=0, why="null = the benchmark's value"))
     quick: Any = _checked("auto", _check_quick)
@@ -205,7 +212,8 @@ def _check_type(name: str, value: Any, hint: Any) -> None:
 
 def check_node(path: str, node: Any, schema: type) -> None:
     """Check a plain (to_container) config node against the dataclass `schema`, recursively:
-    unknown keys, missing required keys, types, and each field's `check` metadata."""
+    unknown keys, missing required keys, types, and each field's `check` metadata (which, for a node
+    such as ``bench``, replaces the recursion)."""
     names = [f.name for f in dataclasses.fields(schema)]
     where = path or "the top level"
     if not isinstance(node, Mapping):
@@ -229,10 +237,10 @@ def check_node(path: str, node: Any, schema: type) -> None:
         if value is None and type(None) in typing.get_args(hint):
             continue
         inner = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
-        if len(inner) == 1 and dataclasses.is_dataclass(inner[0]):  # a node, or an optional node
-            check_node(qual, value, inner[0])
-        elif "check" in f.metadata:
+        if "check" in f.metadata:
             f.metadata["check"](qual, value)
+        elif len(inner) == 1 and dataclasses.is_dataclass(inner[0]):  # a node, or an optional node
+            check_node(qual, value, inner[0])
         else:
             _check_type(qual, value, hint)
 
@@ -242,7 +250,6 @@ def validate_config(cfg: DictConfig | Mapping[str, Any]) -> None:
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     plain.pop("hydra", None)
     check_node("", plain, GooseBenchConfig)
-    BenchmarkSpec.from_config(plain["bench"])  # the checks across bench fields (a BenchmarkError)
     check_drafter(str(plain["method"].get("name")), plain["method"]["drafter"])
 
 

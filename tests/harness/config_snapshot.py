@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hydra import compose, initialize_config_dir
@@ -58,7 +59,8 @@ def _digest(job: dict[str, Any]) -> dict[str, Any]:
     return {**job, "specs": hashlib.sha256(blob).hexdigest()[:16]}
 
 
-def _sweep(cfg) -> dict[str, list[str]]:
+def sweep_values(cfg) -> dict[str, list[str]]:
+    """The values of each key a preset sweeps (`hydra.sweeper.params`), as the sweeper expands them."""
     parser = OverridesParser.create()
     out = {}
     for key, value in cfg.hydra.sweeper.params.items():
@@ -67,31 +69,43 @@ def _sweep(cfg) -> dict[str, list[str]]:
     return out
 
 
+def preset_jobs(
+    name: str, combos: Callable[[dict[str, list[str]]], list[dict[str, str]]]
+) -> Iterator[tuple[str, dict[str, str], Any]]:
+    """The jobs of experiment preset `name`: each combination `combos(sweep)` gives, over the first value
+    of every swept key, once, as (its override string, its swept values, the composed config)."""
+    sweep = sweep_values(_compose([f"+experiment={name}"]))
+    first = {k: v[0] for k, v in sweep.items()}
+    seen: set[str] = set()
+    for combo in combos(sweep):
+        job = {**first, **combo}
+        key = " ".join(f"{k}={v}" for k, v in job.items())
+        if key not in seen:
+            seen.add(key)
+            yield key, job, _compose([f"+experiment={name}"] + [f"{k}={v}" for k, v in job.items()])
+
+
+def _snapshot_combos(sweep: dict[str, list[str]]) -> list[dict[str, str]]:
+    """Every method x every other swept setting at the first model and bench, then every model and every
+    bench at the first values of the rest."""
+    rest = {k: v for k, v in sweep.items() if k not in ("model", "bench")}
+    combos = [dict(zip(rest, values, strict=True)) for values in itertools.product(*rest.values())]
+    return (
+        combos
+        + [{"model": m} for m in sweep.get("model", [])]
+        + [{"bench": b} for b in sweep.get("bench", [])]
+    )
+
+
 def snapshot() -> dict[str, Any]:
     out: dict[str, Any] = {"method": {}, "bench": {}, "model": {}, "experiment": {}}
     for group in ("method", "bench", "model"):
         for path in sorted((CONF_DIR / group).glob("*.yaml")):
             out[group][path.stem] = _job(_compose([f"{group}={path.stem}"]))
     for path in sorted((CONF_DIR / "experiment").glob("*.yaml")):
-        name = path.stem
-        sweep = _sweep(_compose([f"+experiment={name}"]))
-        jobs = {}
-        # every method x every other swept setting at the first model and bench, then every model and
-        # every bench at the first values of the rest
-        rest = {k: v for k, v in sweep.items() if k not in ("model", "bench")}
-        first = {k: v[0] for k, v in sweep.items()}
-        combos = [dict(zip(rest, values, strict=True)) for values in itertools.product(*rest.values())]
-        combos += [{"model": m} for m in sweep.get("model", [])] + [
-            {"bench": b} for b in sweep.get("bench", [])
-        ]
-        for combo in combos:
-            job = {**first, **combo}
-            key = " ".join(f"{k}={v}" for k, v in job.items())
-            if key not in jobs:
-                jobs[key] = _digest(
-                    _job(_compose([f"+experiment={name}"] + [f"{k}={v}" for k, v in job.items()]))
-                )
-        out["experiment"][name] = jobs
+        out["experiment"][path.stem] = {
+            key: _digest(_job(cfg)) for key, _, cfg in preset_jobs(path.stem, _snapshot_combos)
+        }
     return out
 
 

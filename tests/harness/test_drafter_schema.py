@@ -15,11 +15,16 @@ from baselines.eagle2 import Eagle2Config, Eagle2Drafter
 from baselines.iso_budget import IsotropicGooseBudgetDrafter
 from baselines.isotropic import IsotropicDrafter
 from baselines.opt_tree import OptTreeDrafter
+from baselines.pld import PromptLookupDrafter
+from baselines.sam import SamDrafter
+from baselines.suffix import SuffixDecodingDrafter
+from baselines.token_recycling import TokenRecyclingDrafter
 from goose.harness.drafter_schema import CONF_DIR, DRAFTER_GROUP, check_drafter, register_drafters
 from goose.method.config import CandidatePoolConfig, GooseConfig
 from goose.method.drafter import GooseDrafter
 
 TREE_DRAFTERS = [GooseDrafter, Eagle2Drafter, IsotropicDrafter, IsotropicGooseBudgetDrafter, OptTreeDrafter]
+OTHER_DRAFTERS = [PromptLookupDrafter, TokenRecyclingDrafter, SamDrafter, SuffixDecodingDrafter]
 
 
 @pytest.mark.parametrize("drafter", TREE_DRAFTERS, ids=lambda d: d.__name__)
@@ -56,7 +61,25 @@ def test_method_yamls_name_only_what_differs_from_the_drafter_defaults():
         ]
         assert not restated, (path.name, restated)
         seen += 1
-    assert seen >= 7  # goose, eagle2, iso3, iso3_beff, opt_tree, pld, tr
+    assert seen >= 9  # goose, eagle2, iso3, iso3_beff, opt_tree, pld, tr, sam, suffix
+
+
+@pytest.mark.parametrize("drafter", OTHER_DRAFTERS, ids=lambda d: d.__name__)
+def test_every_drafter_schema_takes_its_defaults_from_its_config_dataclass(drafter):
+    """The structured config's defaults are the config dataclass's (plain ones; TR's template is a
+    tuple of paths, settable with +method.drafter.template), and the drafter logs what it was built with."""
+    schema = _schema(drafter.__name__)
+    config = drafter.config_class()
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name == "template":
+            assert f.name not in schema
+            continue
+        expected = list(value) if isinstance(value, tuple) else value
+        if f.default is None:  # resolved on creation (SuffixConfig.max_spec_tokens -> max_depth)
+            expected = None
+        assert schema[f.name] == expected, (drafter.__name__, f.name)
+    assert drafter().cfg == config
 
 
 def test_drafter_ranges_are_checked_with_the_drafters_messages():

@@ -27,6 +27,7 @@ from goose.harness.benchmarks import PAPER_BENCHMARKS
 from goose.harness.compose import effective_sizes
 from goose.records.results import config_hash
 from tests.conftest import ROOT
+from tests.harness.config_snapshot import preset_jobs, sweep_values
 
 CONF = ROOT / "conf"
 PAPER_MODELS = ["vicuna-7b", "vicuna-13b", "vicuna-33b", "llama3-8b", "qwen3-8b"]
@@ -145,23 +146,12 @@ def _goose_default_config() -> dict:
     return instantiate(cfg.method.drafter, _convert_="all").config()
 
 
-def _sweep_values(cfg) -> dict[str, list[str]]:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
-    out = {}
-    for key, value in cfg.hydra.sweeper.params.items():
-        override = parser.parse_overrides([f"{key}={value}"])[0]
-        out[key] = list(override.sweep_string_iterator()) if override.is_sweep_override() else [str(value)]
-    return out
-
-
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_swept_value_gives_a_valid_job(name):
     """Each value of each swept key (the others at their first value) composes into a job whose
     model/bench/method/hyperparameter are what the sweep says and whose drafter instantiates."""
     models, benches, methods, swept, limit, max_new = PRESETS[name]
-    sweep = _sweep_values(_compose([f"+experiment={name}"]))
+    sweep = sweep_values(_compose([f"+experiment={name}"]))
     hyperparameter = swept is not None and swept in SENSITIVITY
     if swept in OTHER_SWEEPS:
         key, values = OTHER_SWEEPS[swept]
@@ -171,26 +161,26 @@ def test_every_swept_value_gives_a_valid_job(name):
         assert [json.loads(v) for v in sweep[f"method.drafter.{field}"]] == values
         default = _goose_default_config()[field]  # conf/method/goose.yaml
         assert default in values  # the paper default is one of the points
-    first = {k: v[0] for k, v in sweep.items()}
-    seen = 0
-    for key, values in sweep.items():
-        for value in values:
-            job = {**first, key: value}
-            cfg = _compose([f"+experiment={name}"] + [f"{k}={v}" for k, v in job.items()])
-            assert cfg.model.name == job["model"] and cfg.bench.name == job["bench"]
-            assert cfg.method.name == job["method"] and cfg.experiment == name
-            drafter = instantiate(cfg.method.drafter, _convert_="all")  # validates the hyperparameters
-            if hyperparameter:
-                field, _ = SENSITIVITY[swept]
-                logged = drafter.config()[field]
-                assert logged == json.loads(job[f"method.drafter.{field}"])
-                if logged == default:  # the default point is the main grid's goose cell
-                    assert config_hash(drafter.config()) == config_hash(_goose_default_config())
-            got_limit, got_max_new = effective_sizes(cfg)
-            assert got_limit == limit
-            assert got_max_new == (max_new if max_new is not None else PAPER_MAX_NEW[cfg.bench.name])
-            seen += 1
-    assert seen == sum(len(v) for v in sweep.values())
+    checked = set()
+    for _, job, cfg in preset_jobs(name, _one_value_at_a_time):
+        assert cfg.model.name == job["model"] and cfg.bench.name == job["bench"]
+        assert cfg.method.name == job["method"] and cfg.experiment == name
+        drafter = instantiate(cfg.method.drafter, _convert_="all")  # validates the hyperparameters
+        if hyperparameter:
+            field, _ = SENSITIVITY[swept]
+            logged = drafter.config()[field]
+            assert logged == json.loads(job[f"method.drafter.{field}"])
+            if logged == default:  # the default point is the main grid's goose cell
+                assert config_hash(drafter.config()) == config_hash(_goose_default_config())
+        got_limit, got_max_new = effective_sizes(cfg)
+        assert got_limit == limit
+        assert got_max_new == (max_new if max_new is not None else PAPER_MAX_NEW[cfg.bench.name])
+        checked |= set(job.items())
+    assert checked == {(k, v) for k, values in sweep.items() for v in values}  # every swept value
+
+
+def _one_value_at_a_time(sweep: dict[str, list[str]]) -> list[dict[str, str]]:
+    return [{key: value} for key, values in sweep.items() for value in values]
 
 
 def test_command_line_narrows_a_preset():

@@ -11,7 +11,7 @@ import torch
 from huggingface_hub import try_to_load_from_cache
 from omegaconf import OmegaConf
 
-from goose.harness import models
+from goose.harness import model_hub, models
 from goose.harness.models import ModelUnavailableError, load_model, parse_dtype, resolve_device
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "model"
@@ -49,8 +49,8 @@ def test_hub_model_offline_fails_fast(how: str, monkeypatch: pytest.MonkeyPatch)
     else:
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-        monkeypatch.setattr(models.hf_constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(models, "hub_reachable", lambda *a, **k: False)
+        monkeypatch.setattr(model_hub.hf_constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(model_hub, "hub_reachable", lambda *a, **k: False)
     start = time.perf_counter()
     with pytest.raises(ModelUnavailableError) as info:
         load_model(**cfg)

@@ -230,6 +230,16 @@ def test_validate_config_without_the_compose_time_schema():
     assert "quick" in GooseBenchConfig.__dataclass_fields__
 
 
+def test_bench_settings_are_checked_in_one_place():
+    """The bench node's schema carries types only; its values are checked by BenchmarkSpec.from_config."""
+    import dataclasses
+
+    from goose.harness.config_schema import BenchSchema
+
+    assert not any("check" in f.metadata for f in dataclasses.fields(BenchSchema))
+    assert "check" in GooseBenchConfig.__dataclass_fields__["bench"].metadata
+
+
 # ------------------------------------------------------------------ run.py, end to end
 CLI_CASES = [
     # (args, exit status, substrings of stderr); test_cli.py covers rho=1.5 and bench.limit=-1
