@@ -12,8 +12,9 @@ from analysis.load import load
 from analysis.report import Skip
 from analysis.spec_bench_table import per_category_sample, spec_bench_category
 from goose.records.results import config_hash
+from tests.conftest import SHARED_DATA, require_shared
 
-SPEC_BENCH_FILE = Path("/work/shared/data/spec_bench/question.jsonl")
+SPEC_BENCH_FILE = SHARED_DATA / "spec_bench" / "question.jsonl"
 
 
 def row(method, bench, prompt, gen, calls, wall, **extra):
@@ -54,10 +55,9 @@ def test_category_from_question_id() -> None:
     assert spec_bench_category("HumanEval/0") is None and spec_bench_category(80) is None
 
 
-@pytest.mark.skipif(not SPEC_BENCH_FILE.exists(), reason="Spec-Bench's question file is not on this machine")
 def test_category_ranges_match_the_question_file() -> None:
     groups = {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
-    for line in SPEC_BENCH_FILE.read_text().splitlines():
+    for line in require_shared(SPEC_BENCH_FILE, "Spec-Bench's questions").read_text().splitlines():
         q = json.loads(line)
         want = "mt_bench" if q["category"] in groups else q["category"]
         assert spec_bench_category(q["question_id"]) == want, q["question_id"]

@@ -41,16 +41,7 @@ def prefix_tree(tree: DraftTree, b: int) -> DraftTree:
         return tree
     if any(b <= tree.parents[i] < limit for i in scratch):
         return tree
-    keep = [*range(b), *scratch]
-    new_index = {old: new for new, old in enumerate(keep)}
-    return DraftTree(
-        [tree.tokens[i] for i in keep],
-        [-1 if i == 0 else new_index[tree.parents[i]] for i in keep],
-        [tree.sources[i] for i in keep],
-        [tree.depths[i] for i in keep],
-        None if tree.proposals is None else [tree.proposals[i] for i in keep],
-        b,
-    )
+    return tree.subset([*range(b), *scratch])
 
 
 class AcceptanceModel:

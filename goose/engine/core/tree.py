@@ -105,7 +105,11 @@ class DraftTree:
             raise ValueError(f"max_depth must be >= 0, got {max_depth}")
         if max(self.depths) <= max_depth:
             return self
-        keep = [i for i, d in enumerate(self.depths) if d <= max_depth]
+        return self.subset([i for i, d in enumerate(self.depths) if d <= max_depth])
+
+    def subset(self, keep: list[int]) -> DraftTree:
+        """The nodes `keep` (ascending, ancestor-closed, with the anchor) re-indexed in order; proposals,
+        accept_limit and paths follow them."""
         new_index = {old: new for new, old in enumerate(keep)}
         return DraftTree(
             [self.tokens[i] for i in keep],
