@@ -26,8 +26,8 @@ def pooled_bins(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[float]] | N
     """The calibration counts summed over `rows` (None if no row carries them)."""
     tot: dict[str, list[float]] | None = None
     for r in rows:
-        stats = r.get("drafter_stats") or {}
-        if not all(isinstance(stats.get(k), list) for k in KEYS):
+        stats = r.get("drafter_stats")
+        if not isinstance(stats, Mapping) or not all(isinstance(stats.get(k), list) for k in KEYS):
             continue
         if tot is None:
             tot = {k: [0.0] * len(stats[k]) for k in KEYS}

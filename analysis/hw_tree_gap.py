@@ -66,7 +66,7 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     for p in PHASES:
         out[p.removesuffix("_s") + "_ms"] = 1e3 * tot[p] / steps if steps else float("nan")
     out["off_forward"] = (step_s - tot["forward_s"]) / step_s if step_s and tot["forward_s"] else float("nan")
-    stats = [r.get("drafter_stats") or {} for r in rows]
+    stats = [r.get("drafter_stats") if isinstance(r.get("drafter_stats"), Mapping) else {} for r in rows]
 
     def total(key: str) -> float:
         return sum(_num(s.get(key)) for s in stats)

@@ -76,6 +76,15 @@ PRESETS: dict[str, tuple] = {
         20,
         128,
     ),
+    "cpu_verifiers": (
+        ["smollm2-135m"],
+        ["humaneval", "mtbench"],
+        ["stand", "stand_chain", "stand_iid", "stand_delayed"]
+        + ["self_draft_tree", "self_draft", "self_draft_iid", "self_draft_delayed"],
+        ("verifier_temperature", "verifier"),
+        3,
+        128,
+    ),
     "iso_control": (["llama3-8b", "qwen3-8b"], PAPER_BENCHES, ISO, None, None, None),
     "cpu_iso_control": (["smollm2-135m"], CPU3, ISO, None, 10, 128),
     "ablations": (PAPER_MODELS, PAPER_BENCHES, ABLATIONS, None, None, None),
@@ -127,13 +136,15 @@ def test_preset_composes_and_sweeps_the_grid(name):
     assert params.pop("method").split(",") == methods
     if swept is None:
         assert params == {}
-    else:
-        assert list(params) == [_swept_key(swept)]  # one swept setting per preset
+    else:  # one swept setting per preset (the verifier grid: temperature and verifier)
+        assert list(params) == [_swept_key(s) for s in (swept if isinstance(swept, tuple) else (swept,))]
 
 
 OTHER_SWEEPS = {  # swept settings, not hyperparameters
     "chat_template": ("bench.chat_template", [False, True]),
     "temperature": ("sampling.temperature", [0.7, 1.0, 0.3, 0.0]),
+    "verifier_temperature": ("sampling.temperature", [0.6, 1.0]),
+    "verifier": ("sampling.verifier", ["auto", "traversal"]),
 }
 
 
@@ -152,10 +163,11 @@ def test_every_swept_value_gives_a_valid_job(name):
     model/bench/method/hyperparameter are what the sweep says and whose drafter instantiates."""
     models, benches, methods, swept, limit, max_new = PRESETS[name]
     sweep = sweep_values(_compose([f"+experiment={name}"]))
-    hyperparameter = swept is not None and swept in SENSITIVITY
-    if swept in OTHER_SWEEPS:
-        key, values = OTHER_SWEEPS[swept]
-        assert [str(v).lower() for v in sweep[key]] == [str(v).lower() for v in values]
+    hyperparameter = isinstance(swept, str) and swept in SENSITIVITY
+    for one in swept if isinstance(swept, tuple) else (swept,):
+        if one in OTHER_SWEEPS:
+            key, values = OTHER_SWEEPS[one]
+            assert [str(v).lower() for v in sweep[key]] == [str(v).lower() for v in values]
     if hyperparameter:
         field, values = SENSITIVITY[swept]
         assert [json.loads(v) for v in sweep[f"method.drafter.{field}"]] == values
