@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from goose.engine.core.window import SLIDING_ATTENTION
+from goose.engine.core.masks import per_layer_kind
 from goose.engine.forward.lean_forward import SkipSet
 
 if TYPE_CHECKING:
@@ -133,19 +133,10 @@ class DraftForward:
     ) -> torch.Tensor | dict[str, Any]:
         """Additive [1, 1, k, keys] mask(s): `visible`, and on sliding-window layers only keys within the
         window of the query's position."""
-        engine = self.engine
-        mask = torch.zeros(visible.shape, dtype=engine.dtype, device=visible.device)
-        mask = mask.masked_fill_(~visible, engine._neg)[None, None]
-        if not engine.layer_types:
-            return mask
-        masks: dict[str, Any] = {}
-        for kind in engine.layer_types:
-            if kind == SLIDING_ATTENTION and engine.sliding_window:
-                far = (positions[:, None] - key_positions[None, :]) >= engine.sliding_window
-                masks[kind] = mask.masked_fill(far[None, None], engine._neg)
-            else:
-                masks[kind] = mask
-        return masks
+        spec = self.engine.mask_spec
+        mask = torch.zeros(visible.shape, dtype=spec.dtype, device=visible.device)
+        mask = mask.masked_fill_(~visible, spec.neg)[None, None]
+        return per_layer_kind(mask, positions, lambda: key_positions, spec, 1 << 62)
 
 
 def _ancestors(parents: Sequence[int]) -> torch.Tensor:

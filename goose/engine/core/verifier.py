@@ -17,17 +17,11 @@ import torch
 
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.kv_cache import TreeKVCache
+from goose.engine.core.masks import MaskSpec, ar_mask, prefill_mask, tree_mask
 from goose.engine.core.sampling import GREEDY, SamplingParams, TargetNoise, sample_and_match, warp_scores
-from goose.engine.core.tree import SPINE, DraftTree, TreeInputs, tree_attention_inputs
-from goose.engine.core.verify import uniforms_keyed_by, verify_walk
-from goose.engine.core.verify.inputs import (
-    NoiseDecisions,
-    candidate_sets,
-    rejection_tensors,
-    unpack_rejection,
-)
-from goose.engine.core.verify.view import SampledTree
-from goose.engine.core.window import slides
+from goose.engine.core.tree import DraftTree, TreeInputs, tree_attention_inputs
+from goose.engine.core.verify.step import walk_proposals
+from goose.engine.core.walk import cut_at_stop, fast_argmax, greedy_walk
 from goose.engine.forward.compiled_forward import compile_lean
 from goose.engine.forward.lean import lean_decoder, lean_unsupported
 from goose.engine.forward.lean_forward import LeanDecoder, has_forward_hooks
@@ -50,46 +44,6 @@ def sync_clock(device: torch.device | str) -> float:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter()
-
-
-def greedy_walk(tree: DraftTree, predictions: Sequence[int]) -> list[int]:
-    """Longest path the target would itself generate greedily (Goose §4.2, Algorithm 3), a SPINE child winning
-    a tie; the device walk falls back to this when a parent has duplicate tokens.
-    """
-    children = tree.children()
-    acceptable = tree.acceptable
-    path = [0]
-    node = 0
-    while True:
-        want = predictions[node]
-        match = -1
-        for child in children[node]:
-            if child >= acceptable:
-                continue
-            if tree.tokens[child] == want and (match < 0 or tree.sources[child] == SPINE):
-                match = child
-                if tree.sources[child] == SPINE:
-                    break
-        if match < 0:
-            return path
-        path.append(match)
-        node = match
-
-
-def cut_at_stop(tokens: list[int], eos_token_ids: Sequence[int], budget: int) -> list[int]:
-    """Cut committed tokens at the first EOS (kept) and at the remaining token budget."""
-    out = tokens[: max(budget, 0)]
-    for i, t in enumerate(out):
-        if t in eos_token_ids:
-            return out[: i + 1]
-    return out
-
-
-def fast_argmax(logits: torch.Tensor) -> torch.Tensor:
-    """torch.argmax over the last dimension, in fp32 for half-precision logits (exact, faster on CPUs)."""
-    if logits.dtype in (torch.float16, torch.bfloat16):
-        logits = logits.float()
-    return logits.argmax(dim=-1)
 
 
 class VerificationEngine:
@@ -122,7 +76,7 @@ class VerificationEngine:
         layer_types = getattr(text_cfg, "layer_types", None)
         self.layer_types: tuple[str, ...] = tuple(sorted(set(layer_types))) if layer_types else ()
         self.sliding_window: int | None = getattr(text_cfg, "sliding_window", None)
-        self._neg = torch.finfo(self.dtype).min
+        self.mask_spec = MaskSpec(self.dtype, self.device, self.layer_types, self.sliding_window)
         self.cache: TreeKVCache | None = None
         self.prefix_len = 0
         self.steps = 0
@@ -171,56 +125,14 @@ class VerificationEngine:
     def _tree_mask(
         self, anc: torch.Tensor, positions: torch.Tensor, max_depth: int
     ) -> torch.Tensor | dict[str, torch.Tensor]:
-        """Additive [1, 1, n, P + n] mask(s): the whole prefix plus the ancestors (anc); nodes sit
-        at `positions` (P + depth)."""
-        p = self.prefix_len
-        n = anc.shape[0]
-        mask = torch.zeros((1, 1, n, p + n), dtype=self.dtype, device=self.device)
-        mask[0, 0, :, p:].masked_fill_(~anc, self._neg)
-        if not self.layer_types:
-            return mask
-        masks: dict[str, torch.Tensor] = {}
-        for kind in self.layer_types:
-            if slides(kind, self.sliding_window, p + max_depth):
-                key_pos = torch.cat([self._positions[0, :p], positions])
-                far = (positions[:, None] - key_pos[None, :]) >= self.sliding_window
-                masks[kind] = mask.masked_fill(far[None, None], self._neg)
-            else:
-                masks[kind] = mask
-        return masks
+        """Additive [1, 1, n, P + n] mask(s) of a tree step (goose.engine.core.masks.tree_mask)."""
+        return tree_mask(anc, positions, self._positions[0, : self.prefix_len], max_depth, self.mask_spec)
 
     def _ar_mask(self) -> dict[str, torch.Tensor | None] | None:
-        """Mask(s) of a one-node step at position P: none, except a sliding-window row."""
-        if not self.layer_types:
-            return None
-        p = self.prefix_len
-        masks: dict[str, torch.Tensor | None] = {}
-        for kind in self.layer_types:
-            if slides(kind, self.sliding_window, p):
-                row = torch.zeros((1, 1, 1, p + 1), dtype=self.dtype, device=self.device)
-                row[..., : p - self.sliding_window + 1] = self._neg
-                masks[kind] = row
-            else:
-                masks[kind] = None
-        return masks
+        return ar_mask(self.prefix_len, self.mask_spec)
 
     def _prefill_mask(self, n: int) -> dict[str, torch.Tensor] | None:
-        """Causal mask(s) of the prefill; plain models use sdpa's causal path (no mask)."""
-        if not self.layer_types:
-            return None
-        pos = self._positions[0, :n]
-        causal = pos[:, None] >= pos[None, :]
-        masks = {}
-        for kind in self.layer_types:
-            vis = (
-                causal & ((pos[:, None] - pos[None, :]) < self.sliding_window)
-                if slides(kind, self.sliding_window, n - 1)
-                else causal
-            )
-            masks[kind] = torch.zeros((n, n), dtype=self.dtype, device=self.device).masked_fill_(
-                ~vis, self._neg
-            )[None, None]
-        return masks
+        return prefill_mask(self._positions[0, :n], self.mask_spec)
 
     def _forward(
         self,
@@ -441,27 +353,10 @@ class VerificationEngine:
         pred = fast_argmax(logits)
         finite = torch.isfinite(logits.gather(-1, pred[:, None])[:, 0])
         if tree.proposals is not None:
-            children = [[c for c in kids if c < tree.acceptable] for kids in tree.children()]
-            cands = candidate_sets([[tree.tokens[c] for c in kids] for kids in children], tree.proposals)
-            flat, k = rejection_tensors(scores, noise, cands)
-            values = torch.cat([pred.double(), finite.double(), flat]).tolist()  # the one host sync
-            t1 = time.perf_counter()
-            predictions = [int(v) for v in values[:n]]
-            self._raise_if_non_finite(values[n : 2 * n])
-            rejection = unpack_rejection(values[2 * n :], cands, k)
-            verifier = self.sampling.verifier
-            view = SampledTree.from_inputs(
-                tree.tokens, tree.parents, children, tree.proposals, rejection, tree.paths
+            predictions, flags, path, bonus, t1 = walk_proposals(
+                tree, scores, noise, pred, finite, self.noise, p + 1, self.sampling.verifier
             )
-            decisions = NoiseDecisions(
-                rejection,
-                self.noise.uniform,
-                p + 1,
-                tree.depths,
-                keyed=uniforms_keyed_by(verifier),
-                step_uniform=self.noise.step_uniform,
-            )
-            path, bonus = verify_walk(verifier, view, decisions)
+            self._raise_if_non_finite(flags)
             return self._commit(tree, path, bonus, budget, logits, predictions, t1 - t0)
         targets, draws = sample_and_match(scores, noise)
         if n == 1:
