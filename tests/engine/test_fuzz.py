@@ -24,6 +24,7 @@ from baselines.token_recycling import TR_LEVEL_SIZES, TR_TEMPLATE, fill_template
 from goose.engine.core.decode import generate
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.engine.core.verifier import VerificationEngine, greedy_walk
+from goose.harness.config_schema import register
 from goose.method.confidence import spine_length
 from goose.method.spine_tree import branch_shares, build_spine_tree, harmonic_split
 from goose.sources.adjacency import AdjacencyTable
@@ -294,6 +295,7 @@ def test_engine_accepts_exactly_the_greedy_tokens(model, seed, n_extra, plant):
 
 
 def drafter(method: str):
+    register()  # the structured configs the method YAMLs extend (as run.py registers them)
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         cfg = compose(config_name="config", overrides=[f"method={method}"])
     return instantiate(cfg.method.drafter, _convert_="all")

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 import torch
 
-import goose.engine.core.verifier as verifier_module
+import goose.engine.core.verify.step as verifier_module
 import goose.engine.core.verify.block as block_module
 from baselines.stand import StandDrafter
 from goose.engine.core.decode import generate
