@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 import torch
 
-import goose.engine.core.verify.step as verifier_module
 import goose.engine.core.verify.block as block_module
+import goose.engine.core.verify.step as verifier_module
 from baselines.stand import StandDrafter
 from goose.engine.core.decode import generate
 from goose.engine.core.sampling import SamplingParams, warp_scores
