@@ -215,9 +215,18 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
     overall, per_bench = per_repeat_tokens_per_s(data)
     benches = list(per_bench)
     forward = f", forward {data['forward']}" if data.get("forward") else ""
+    per_category = args.get("per_category")
+    prompts = (
+        f"{per_category} prompts of each Spec-Bench category"
+        if per_category
+        else f"first {args.get('limit')} prompts of each benchmark"
+    )
+    template = {"true": "chat template", "auto": "chat template where the model has one"}.get(
+        str(args.get("chat_template")).lower(), "raw prompts"
+    )
     protocol = (
-        f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, first {args.get('limit')} prompts of each "
-        f"benchmark, {args.get('max_new_tokens')} new tokens, raw prompts; {machine(data)} with "
+        f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, {prompts}, "
+        f"{args.get('max_new_tokens')} new tokens, {template}; {machine(data)} with "
         f"{args.get('threads')} threads{forward} (`{data.get('source', name)}`)"
     )
     out = []
