@@ -53,6 +53,10 @@ def _grid(res: Results, across_temperatures: bool = False) -> pd.DataFrame:
     sampled = sampled[sampled["method"].isin(SAMPLING_METHODS) & sampled["is_reference"].astype(bool)]
     sampled = sampled[(sampled["top_p"].astype(float) == 1.0) & (sampled["top_k"].astype(int) == 0)]
     sampled = sampled[sampled["verifier"].fillna("auto") == "auto"]  # other verifiers: verifier_eval.py
+    if sampled.empty or greedy.empty:
+        raise Skip(
+            f"no greedy and sampled rows of {', '.join(SAMPLING_METHODS)}: run +experiment=cpu_sampling"
+        )
     if across_temperatures:
         keep: set[tuple] = set()
         for (model, bench), g in pd.concat([greedy, sampled]).groupby(["model", "bench"], sort=False):
