@@ -96,6 +96,12 @@ SHAPE_GOOSE = {
     "shape_branch_nodes": 400,
     "shape_branch_on_spine": 40,
 }
+# hw_tree's calibration counts per tenth of predicted P(accepted): verified nodes, accepted, Σ predicted
+CALIB_HW = {
+    "hw_calib_nodes": [10] * 10,
+    "hw_calib_accepted": [0, 1, 3, 3, 4, 6, 6, 7, 9, 10],
+    "hw_calib_predicted": [0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5],
+}
 SHAPE_OPT = {
     "shape_trees": 8,
     "shape_spine_depth": 40,
@@ -163,6 +169,7 @@ def grid_rows():
             rows.append(
                 row("goose_persistent", p, 40, 15, 2.0, bench, config={**GOOSE, "persistent_table": True})
             )
+            rows.append(row("hw_tree", p, 40, 18, 2.0, bench, config={"budget": 60}, drafter_stats=CALIB_HW))
             rows.append(
                 row("opt_tree", p, 40, 20, 2.0, bench, config={"budget": 60}, drafter_stats=SHAPE_OPT)
             )
