@@ -62,9 +62,13 @@ def build(model: str, corpus: Path, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", required=True, help="a conf/model name, e.g. smollm2-135m")
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL, one {'text': ...} per line")
+    parser.add_argument(
+        "--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL, one {'text': ...} per line"
+    )
     parser.add_argument("--out", type=Path, default=None, help="folder (default: $GOOSE_CACHE/rest)")
     args = parser.parse_args(argv)
     target = build(args.model, args.corpus, args.out or cache_dir())
