@@ -43,7 +43,7 @@ from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.confidence import extension_limit, match_confidence
 from goose.method.config import ContextMatchConfig, GooseConfig
 from goose.sources.context_matcher import ContextMatch, ContextMatcher
-from goose.validation import check_bool, check_float, check_int, is_number
+from goose.validation import check_bool, check_float, check_int, check_positive
 
 CONTEXT_BITS = (
     (1 << CTX) | (1 << ALT) | (1 << SUF)
@@ -95,11 +95,7 @@ class HwTreeConfig(ContextMatchConfig):
             f"{owner}.suffix_min_token_prob", self.suffix_min_token_prob, 0.0, 1.0, why="a probability"
         )
         check_int(f"{owner}.adj_width", self.adj_width, low=0, why="adjacency successors per node (0: none)")
-        if not (is_number(self.prior_strength) and self.prior_strength > 0):
-            raise ValueError(
-                f"{owner}.prior_strength = {self.prior_strength!r}: must be a number > 0 "
-                "(pseudo-observations of the prior)"
-            )
+        check_positive(f"{owner}.prior_strength", self.prior_strength, why="pseudo-observations of the prior")
         check_float(f"{owner}.decay", self.decay, 0.0, 1.0, why="per-step forgetting, in (0, 1]")
         if self.decay == 0:
             raise ValueError(f"{owner}.decay = 0: must be in (0, 1] (1: never forget)")

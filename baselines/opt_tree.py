@@ -26,7 +26,7 @@ from goose.method.confidence import extension_limit, match_confidence
 from goose.method.config import ContextMatchConfig, GooseConfig
 from goose.method.tree_shape import count_tree_shape
 from goose.sources.context_matcher import ContextMatcher
-from goose.validation import check_bool, check_float, is_number
+from goose.validation import check_bool, check_float, check_positive
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,7 @@ class OptTreeConfig(ContextMatchConfig):
         super()._validate()
         owner = self.owner_name()
         check_bool(f"{owner}.extend_chain", self.extend_chain)
-        if not (is_number(self.prior_strength) and self.prior_strength > 0):
-            raise ValueError(
-                f"{owner}.prior_strength = {self.prior_strength!r}: must be a number > 0 (pseudo-observations of the prior)"
-            )
+        check_positive(f"{owner}.prior_strength", self.prior_strength, why="pseudo-observations of the prior")
         check_float(f"{owner}.spine_prior", self.spine_prior, 0.0, 1.0, why="a prior acceptance rate")
         check_float(f"{owner}.branch_prior", self.branch_prior, 0.0, 1.0, why="a prior acceptance rate")
         object.__setattr__(self, "ngram_lengths", tuple(int(n) for n in self.ngram_lengths))

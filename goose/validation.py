@@ -64,6 +64,13 @@ def check_float(
     return value
 
 
+def check_positive(name: str, value: Any, why: str = "") -> float:
+    """`value` must be a number > 0 (not NaN)."""
+    if not (is_number(value) and value > 0):
+        raise ValueError(f"{name} = {value!r}: must be a number > 0{_hint(why)}")
+    return value
+
+
 def check_bool(name: str, value: Any, why: str = "") -> bool:
     """`value` must be true or false (not 0/1, not a string)."""
     if not isinstance(value, bool):
