@@ -4,19 +4,20 @@ host unpacks it (`experiments/gpu_host.sh`).
 A GPU host without network access has torch and transformers but may lack what the lossless and
 used-by stages of `make gpu-check` also need: the pure-Python packages hydra-core, omegaconf,
 antlr4-python3-runtime and gguf; the benchmark prompts (kept outside the repository); SmolLM2's
-tokenizer and its GGUF file (94 MiB). Where uploads to the host are capped in size (`--max-mib`,
+tokenizer and its GGUF file (94 MiB, 86 MiB xz-compressed). Where uploads to the host are capped in size (`--max-mib`,
 default 64, the repository's tracked files included), `prepare` writes git-ignored folders, each
 small enough to travel beside the tracked tree in one upload:
 
   .gpu/part1/wheels/     pure-Python wheels of those four packages, at the versions installed here
   .gpu/part1/data/       the prompt files of the benchmarks the GPU run reads
   .gpu/part1/tokenizer/  SmolLM2's tokenizer (tokenizer.json gzipped), for the random-weight model
-  .gpu/partK/<gguf>.K-1  the GGUF's K-th piece, the pieces sized so that every folder is as full
-  .gpu/part*/MANIFEST.json  the GGUF's name, size, sha256 and parts
+  .gpu/partK/<gguf>.xz.K-1  the xz-compressed GGUF's K-th piece, the pieces sized so that every
+                         folder is as full
+  .gpu/part*/MANIFEST.json  the GGUF's name, size, sha256, and its compressed parts' sha256
 
 `unpack` (on the host, at the start of every run: experiments/gpu_host.sh) installs the wheels into
 .gpu/site, copies the data, the tokenizer and whatever GGUF parts arrived into .gpu/, and joins the
-GGUF into .gpu/model/ once every part is there, checking its sha256. Upload K brings partK; what
+GGUF into .gpu/model/ once every part is there, decompressing it and checking both sha256. Upload K brings partK; what
 earlier uploads unpacked stays on the host, and only the lossless stage needs the model.
 
     python -m experiments.gpu_carry prepare            # here: writes .gpu/part1, .gpu/part2, ...
@@ -29,6 +30,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import lzma
 import shutil
 import subprocess
 import sys
@@ -95,19 +97,35 @@ def part_sizes(size: int, extra: int, room: int, most: int = 9) -> list[int]:
     )
 
 
-def join(parts: list[Path], dst: Path, expected_sha256: str) -> None:
-    """`parts` concatenated into `dst` (written aside, then renamed); ValueError, and nothing at
-    `dst`, if the result's sha256 is not the expected one."""
+def compress(src: Path, dst: Path) -> None:
+    """`src` xz-compressed into `dst` (Python's lzma, so the host needs no xz binary)."""
+    with src.open("rb") as fh, lzma.open(dst, "wb", preset=9) as out:
+        shutil.copyfileobj(fh, out, CHUNK)
+
+
+def join(parts: list[Path], dst: Path, packed_sha256: str, expected_sha256: str) -> None:
+    """`parts` (pieces of the xz-compressed file) concatenated and decompressed into `dst` (written
+    aside, then renamed); ValueError, and nothing at `dst`, if the compressed or the decompressed
+    bytes' sha256 is not the expected one."""
+    packed = dst.with_name(dst.name + ".xz.joining")
     tmp = dst.with_name(dst.name + ".joining")
-    with tmp.open("wb") as o:
-        for part in parts:
-            with part.open("rb") as fh:
-                shutil.copyfileobj(fh, o, CHUNK)
-    got = sha256(tmp)
-    if got != expected_sha256:
-        tmp.unlink()
-        raise ValueError(f"{dst.name}: the joined parts have sha256 {got}, expected {expected_sha256}")
-    tmp.replace(dst)
+    try:
+        with packed.open("wb") as o:
+            for part in parts:
+                with part.open("rb") as fh:
+                    shutil.copyfileobj(fh, o, CHUNK)
+        got = sha256(packed)
+        if got != packed_sha256:
+            raise ValueError(f"{dst.name}: the joined parts have sha256 {got}, expected {packed_sha256}")
+        with lzma.open(packed, "rb") as fh, tmp.open("wb") as o:
+            shutil.copyfileobj(fh, o, CHUNK)
+        got = sha256(tmp)
+        if got != expected_sha256:
+            raise ValueError(f"{dst.name}: decompressed to sha256 {got}, expected {expected_sha256}")
+        tmp.replace(dst)
+    finally:
+        packed.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
 
 
 def build_wheels(dst: Path) -> list[str]:
@@ -170,14 +188,24 @@ def prepare(data_dir: Path, out: Path = ROOT / GPU_DIR, max_mib: int = MAX_MIB) 
     save_tokenizer(gguf, first / "tokenizer")
     tree = tree_bytes()
     room = (max_mib << 20) - MARGIN - tree - 4096  # the manifest
-    size = gguf.stat().st_size
+    packed = out / f"{gguf.name}.xz"
+    if not packed.is_file() or packed.stat().st_mtime < gguf.stat().st_mtime:
+        compress(gguf, packed)  # a minute or so; kept for the next `prepare`
+    size = packed.stat().st_size
     sizes = part_sizes(size, folder_bytes(first), room)
     folders = [out / f"part{i + 1}" for i in range(len(sizes))]
-    names = [f"{gguf.name}.{i}" for i in range(len(sizes))]
+    names = [f"{packed.name}.{i}" for i in range(len(sizes))]
     for folder in folders[1:]:
         folder.mkdir()
-    split(gguf, sizes[:-1], [f / n for f, n in zip(folders, names, strict=True)])
-    manifest = {"gguf": gguf.name, "bytes": size, "sha256": sha256(gguf), "parts": names, "wheels": wheels}
+    split(packed, sizes[:-1], [f / n for f, n in zip(folders, names, strict=True)])
+    manifest = {
+        "gguf": gguf.name,
+        "bytes": gguf.stat().st_size,
+        "sha256": sha256(gguf),
+        "packed_sha256": sha256(packed),
+        "parts": names,
+        "wheels": wheels,
+    }
     for folder in folders:
         (folder / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
         with_tree = (tree + folder_bytes(folder)) / 2**20
@@ -213,7 +241,7 @@ def unpack(gpu: Path = ROOT / GPU_DIR) -> str:
         if manifest.is_file():
             (gpu / "model").mkdir(exist_ok=True)
             shutil.copy(manifest, gpu / "model" / "MANIFEST.json")
-            for chunk in part.glob("*.gguf.[0-9]"):
+            for chunk in part.glob("*.gguf.xz.[0-9]"):
                 shutil.copy(chunk, gpu / "model" / chunk.name)
     manifest = gpu / "model" / "MANIFEST.json"
     if manifest.is_file():
@@ -221,7 +249,7 @@ def unpack(gpu: Path = ROOT / GPU_DIR) -> str:
         target = gpu / "model" / m["gguf"]
         parts = [gpu / "model" / p for p in m["parts"]]
         if not target.is_file() and all(p.is_file() for p in parts):
-            join(parts, target, m["sha256"])
+            join(parts, target, m["packed_sha256"], m["sha256"])
         missing = [p.name for p in parts if not p.is_file()]
         said.append(
             f"{m['gguf']} ready" if target.is_file() else f"{m['gguf']}: waiting for {', '.join(missing)}"

@@ -53,11 +53,11 @@ import dataclasses  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-import traceback  # noqa: E402
 import xml.etree.ElementTree as ET  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -122,6 +122,7 @@ class Profile:
     lossless_graphs: bool  # one more fp32 run with every step replayed from CUDA graphs (cuda_graphs)
     lossless_temperature: float | None  # one more fp32 run sampled at this temperature (same seed as AR)
     half_methods: str | None  # the methods of the fp16/bf16 lossless runs (None: lossless_methods)
+    lossless_jobs: int  # lossless_stress processes run side by side (the runs' methods dealt over them)
     usedby_model: str  # `python run.py model=<this> model.init=random ...`: the used-by command
     usedby_overrides: tuple[str, ...]
     usedby_methods: str
@@ -149,7 +150,8 @@ GPU = Profile(
     lossless_tokens=128,
     lossless_graphs=False,
     lossless_temperature=0.7,
-    half_methods="pld,tr,goose,eagle2,iso5,opt_tree,suffix,sam,stand",
+    half_methods=None,
+    lossless_jobs=9,
     usedby_model="vicuna-7b",
     usedby_overrides=(),
     usedby_methods="ar,pld,goose",
@@ -177,6 +179,7 @@ CPU = Profile(
     lossless_graphs=False,
     lossless_temperature=0.7,
     half_methods=None,
+    lossless_jobs=3,
     usedby_model="vicuna-7b",
     usedby_overrides=("model.shape=toy-llama", "model.device=cpu", "model.dtype=float32"),
     usedby_methods="ar,pld,goose",
@@ -309,12 +312,21 @@ def stage_usedby(profile: Profile, work: Path, out: Path, data_dir: str, tokeniz
 
 
 # ------------------------------------------------------------------------------------ lossless
+def lossless_shards(methods: list[str], shards: int) -> list[list[str]]:
+    """`methods` dealt round-robin into at most `shards` non-empty lists (slow methods spread out)."""
+    shards = max(1, min(shards, len(methods)))
+    return [methods[k::shards] for k in range(shards)]
+
+
 def stage_lossless(
     profile: Profile, work: Path, data_dir: str, record: dict[str, Any], path: Path
 ) -> dict[str, Any]:
-    """SmolLM2 on the device through experiments.lossless_stress, one run per dtype (and the sampled
-    fp32 run), the record saved after each: a run cut short keeps the runs it finished."""
-    from experiments import lossless_stress
+    """SmolLM2 on the device through experiments.lossless_stress: one run per dtype (and the sampled
+    fp32 run), every run's methods dealt over subprocesses that run side by side, up to
+    `lossless_jobs` at once (a 135M model leaves a GPU mostly idle, so the processes share it well;
+    nothing here is timed). Each process writes its rows under <run>/shard<k>/ as it goes, so a run
+    cut short keeps every output it finished; the record is saved once they all end."""
+    from experiments.lossless_stress import ALL_METHODS
 
     out: dict[str, Any] = record["stages"].setdefault("lossless", {})
     out |= {
@@ -322,6 +334,7 @@ def stage_lossless(
         "benches": list(profile.lossless_benches),
         "limit": profile.lossless_limit,
         "max_new_tokens": profile.lossless_tokens,
+        "jobs": profile.lossless_jobs,
     }
     runs = [(dtype, dtype, []) for dtype in profile.lossless_dtypes]
     if profile.lossless_temperature is not None:
@@ -329,45 +342,52 @@ def stage_lossless(
         runs.insert(1, (f"{SAMPLED}{temp:g}", "float32", ["--set", f"sampling.temperature={temp}"]))
     if profile.lossless_graphs and torch.device(profile.device).type == "cuda":
         runs.append((GRAPHED_FP32, "float32", ["--set", "cuda_graphs=true"]))
+    shards_per_run = max(1, -(-profile.lossless_jobs // len(runs)))
+    queue: list[tuple[str, Path, list[str]]] = []
     for label, dtype, extra in runs:
-        run_dir = work / "lossless" / label
-        argv = [
-            *extra,
-            "--device",
-            profile.device,
-            "--dtype",
-            dtype,
-            "--limit",
-            str(profile.lossless_limit),
-            "--max-new-tokens",
-            str(profile.lossless_tokens),
-            "--benches",
-            ",".join(profile.lossless_benches),
-            "--data-dir",
-            data_dir,
-            "--out",
-            str(run_dir),
-        ]
         chosen = (profile.half_methods if dtype != "float32" else None) or profile.lossless_methods
-        if chosen:
-            argv += ["--methods", chosen]
-        t0 = time.perf_counter()
-        try:
-            rc = lossless_stress.main(argv)
-        except Exception as exc:  # a missing model or benchmark must not hide the other checks
-            out[label] = {
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc()[-2000:],
-            }
-            save_record(record, path)
-            continue
-        if rc == 2 or not (run_dir / "summary.json").is_file():
-            out[label] = {"error": f"lossless_stress exited {rc} before running (see its message above)"}
-            save_record(record, path)
-            continue
-        out[label] = {"returncode": rc, "seconds": time.perf_counter() - t0, **lossless_summary(run_dir)}
-        save_record(record, path)
-        release(profile.device)
+        methods = [m for m in (chosen.split(",") if chosen else ALL_METHODS) if m]
+        for k, shard in enumerate(lossless_shards(methods, shards_per_run)):
+            shard_dir = work / "lossless" / label / f"shard{k}"
+            argv = [
+                *extra,
+                "--device",
+                profile.device,
+                "--dtype",
+                dtype,
+                "--limit",
+                str(profile.lossless_limit),
+                "--max-new-tokens",
+                str(profile.lossless_tokens),
+                "--benches",
+                ",".join(profile.lossless_benches),
+                "--data-dir",
+                data_dir,
+                "--methods",
+                ",".join(shard),
+                "--threads",
+                "1",
+                "--out",
+                str(shard_dir),
+            ]
+            queue.append((label, shard_dir, argv))
+    t0 = time.perf_counter()
+    codes = run_side_by_side(queue, profile.lossless_jobs)
+    for label, *_ in runs:
+        mine = [(d, codes.get(d)) for lab, d, _ in queue if lab == label]
+        bad = [f"{d.name} exited {rc}" for d, rc in mine if rc != 0 and rc != 1]
+        missing = [d.name for d, _ in mine if not (d / "summary.json").is_file()]
+        if bad or missing:
+            logs = "; ".join((d / "log.txt").read_text()[-600:] for d, _ in mine if (d / "log.txt").is_file())
+            out[label] = {"error": f"{', '.join(bad + missing)} (see their logs): {logs}"[-3000:]}
+            if not any((d / "summary.json").is_file() for d, _ in mine):
+                continue
+        out[label] = out.get(label, {}) | {
+            "returncode": max(rc or 0 for _, rc in mine),
+            "seconds": time.perf_counter() - t0,
+            **lossless_summary(work / "lossless" / label),
+        }
+    save_record(record, path)
     if GRAPHED_FP32 in out and "totals" in out[GRAPHED_FP32] and "totals" in out.get("float32", {}):
         eager, graphed = (
             ar_outputs(work / "lossless" / "float32"),
@@ -377,6 +397,44 @@ def stage_lossless(
         same = sum(eager[k] == graphed[k] for k in shared)
         out[GRAPHED_FP32]["ar_identical_to_eager"] = {"identical": same, "prompts": len(shared)}
     return out
+
+
+def run_side_by_side(queue: list[tuple[str, Path, list[str]]], jobs: int) -> dict[Path, int | None]:
+    """`python -m experiments.lossless_stress <argv>` for every queued shard, `jobs` at a time, each
+    logging to <shard>/log.txt; returns each shard's exit status. Stopped early (SIGTERM, e.g. a
+    host's time limit), it stops every process it started: their rows so far stay."""
+    codes: dict[Path, int | None] = {}
+    running: list[tuple[Path, subprocess.Popen, Any]] = []
+    pending = list(queue)
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, jobs):
+                label, shard_dir, argv = pending.pop(0)
+                shard_dir.mkdir(parents=True, exist_ok=True)
+                log = (shard_dir / "log.txt").open("w")
+                cmd = [sys.executable, "-m", "experiments.lossless_stress", *argv]
+                running.append((shard_dir, subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log), log))
+                print(
+                    f"  {label}/{shard_dir.name}: started ({argv[argv.index('--methods') + 1]})", flush=True
+                )
+            time.sleep(0.5)
+            for item in list(running):
+                shard_dir, proc, log = item
+                if proc.poll() is not None:
+                    log.close()
+                    codes[shard_dir] = proc.returncode
+                    running.remove(item)
+                    print(f"  {shard_dir.parent.name}/{shard_dir.name}: exit {proc.returncode}", flush=True)
+    finally:
+        for shard_dir, proc, log in running:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log.close()
+            codes[shard_dir] = proc.returncode
+    return codes
 
 
 def lossless_summary(run_dir: Path) -> dict[str, Any]:
@@ -995,6 +1053,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # a host's time limit (SIGTERM) unwinds like an exception: the lossless stage stops its processes
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     stages = [s for s in args.stages.split(",") if s]
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
