@@ -734,21 +734,34 @@ def ratio(curve: dict[str, Any], n: int) -> float | None:
 
 
 # ------------------------------------------------------------------------------------ projection
-def stage_projection(record: dict[str, Any], results_dir: str) -> dict[str, Any]:
+def stage_projection(
+    record: dict[str, Any], results_dir: str, drafting_rows: str | None = None
+) -> dict[str, Any]:
+    """Each method's per-step drafting time o_m comes from SmolLM2 rows written by one process on
+    this machine's host: `drafting_rows` if given, else this run's fp32 lossless rows when that
+    stage ran its methods one process at a time; the shipped rows' (measured on the CPU that
+    recorded them) for every method those rows lack. Rows written side by side are never used:
+    their drafting times include waits for a GPU the other processes hold."""
     timing = record["stages"].get("timing")
     if not timing:
         return {"error": "no timing stage in the record: run --stages timing first"}
     rows = select_rows(read_rows(results_dir))
     overhead: dict[str, float] = {}
     source = f"the shipped rows ({results_dir}, drafting as measured on the CPU that recorded them)"
-    lossless = record["stages"].get("lossless", {}).get("float32", {})
-    if lossless.get("rows"):
-        device_rows = select_rows(read_rows(ROOT / lossless["rows"]), experiments=("lossless_stress",))
+    stage = record["stages"].get("lossless", {})
+    lossless = stage.get("float32", {})
+    host_rows = drafting_rows or (lossless.get("rows") if stage.get("jobs", 1) == 1 else None)
+    if host_rows:
+        device_rows = select_rows(read_rows(ROOT / host_rows), experiments=("lossless_stress",))
         overhead = host_seconds_per_step(device_rows)
         source = (
-            f"this run's SmolLM2 rows on this machine's host for {', '.join(sorted(overhead))}; "
-            + source
-            + " otherwise"
+            f"SmolLM2 rows written by one process on the GPU machine's host ({host_rows}) for "
+            f"{', '.join(sorted(overhead))}; " + source + " otherwise"
+        )
+    elif lossless.get("rows"):
+        source += (
+            f"; this run's SmolLM2 rows were written by {stage['jobs']} processes side by side, so "
+            "their drafting times are not used"
         )
     out: dict[str, Any] = {"rows": results_dir, "drafting_time_from": source, "shapes": {}}
     for name, shape in timing.items():
@@ -1046,6 +1059,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "host) instead of running",
     )
     ap.add_argument(
+        "--drafting-rows",
+        default=None,
+        help="projection: SmolLM2 rows written by one process on the GPU host, for the drafting times",
+    )
+    ap.add_argument(
         "--tokenizer", default=None, help="used-by: the random model's tokenizer folder (default: SmolLM2's)"
     )
     return ap.parse_args(argv)
@@ -1117,7 +1135,7 @@ def main(argv: list[str] | None = None) -> int:
         elif stage == "timing":
             result = stage_timing(profile, record, path)
         elif stage == "projection":
-            result = stage_projection(record, args.results)
+            result = stage_projection(record, args.results, args.drafting_rows)
         else:
             result = stage_figures(record, out)
         record["stages"][stage] = result
