@@ -35,7 +35,7 @@ from pathlib import Path
 
 from analysis.load import Results, bench_name
 from analysis.report import Output, Skip, cli, write_table
-from analysis.wall_clock import bench_records, machine, per_repeat_tokens_per_s, ratios
+from analysis.wall_clock import bench_records, machine, per_repeat_tokens_per_s, prompts_label, ratios
 
 DESCRIPTION = __doc__.splitlines()[0]
 NAME = "performance_targets"
@@ -133,7 +133,7 @@ def bench_rows(name: str, record: dict) -> list[list[str]]:
     dtype = record.get("dtype") or record["args"].get("dtype")
     model = str(record["args"].get("model", ""))
     repeats = len(next(iter(overall.values()), []))
-    source = f"`{record.get('source', name)}` ({model} {dtype}, {record['args'].get('limit')} prompts/benchmark, {repeats} repeats)"
+    source = f"`{record.get('source', name)}` ({model} {dtype}, {prompts_label(record)}, {repeats} repeats)"
     where = machine(record)
     rows = []
 

@@ -113,6 +113,7 @@ def record_from_rows(
     rows = [r for r in rows if r.get("repeat") is not None]
     if not rows:
         raise ValueError(f"bench run {name}: no rows with a repeat")
+    # the run's first invocation names its contenders; a resumed one with more (say --hf) adds none
     protocol = dict(rows[0].get("bench_protocol") or {})
     names = list(protocol.get("contenders") or dict.fromkeys(contender_name(r["method"]) for r in rows))
     repeats = sorted({int(r["repeat"]) for r in rows})
@@ -209,18 +210,37 @@ def bench_records(records: Path) -> list[tuple[str, dict]]:
     ]
 
 
+def category_counts(per_prompt: list[dict[str, Any]]) -> str:
+    """How many prompts of each Spec-Bench category the rows hold, as a caption says it."""
+    from analysis.spec_bench_table import spec_bench_category
+
+    counts: dict[str, int] = {}
+    for p in per_prompt:
+        cat = spec_bench_category(p["prompt_id"])
+        if cat is not None:
+            counts[cat] = counts.get(cat, 0) + 1
+    lo, hi = min(counts.values(), default=0), max(counts.values(), default=0)
+    return (
+        f"{lo} prompts of each Spec-Bench category"
+        if lo == hi
+        else f"{lo}–{hi} prompts per Spec-Bench category"
+    )
+
+
+def prompts_label(record: dict) -> str:
+    """Which prompts a bench run's rows hold, as its captions say it."""
+    if record["args"].get("per_category"):
+        return category_counts(record["per_prompt"])
+    return f"first {record['args'].get('limit')} prompts of each benchmark"
+
+
 def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]], str]]:
     """(file stem, header, rows, caption) of each table of one bench run."""
     args = data["args"]
     overall, per_bench = per_repeat_tokens_per_s(data)
     benches = list(per_bench)
     forward = f", forward {data['forward']}" if data.get("forward") else ""
-    per_category = args.get("per_category")
-    prompts = (
-        f"{per_category} prompts of each Spec-Bench category"
-        if per_category
-        else f"first {args.get('limit')} prompts of each benchmark"
-    )
+    prompts = prompts_label(data)
     template = {"true": "chat template", "auto": "chat template where the model has one"}.get(
         str(args.get("chat_template")).lower(), "raw prompts"
     )
