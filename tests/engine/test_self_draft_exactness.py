@@ -2,7 +2,10 @@
 chi-square over the first 3 tokens, 1,500 seeds, α = 1e-3; 6 are generated, so
 that drafts deeper than the first token decide them) for the chain and the without-replacement tree,
 with q far enough from p that rejections and residual draws are common (counted and asserted); a drafter that
-draws from the untruncated q while reporting the truncated one fails the same test."""
+draws from the untruncated q while reporting the truncated one fails the same test. The same holds for
+every verifier on every draft shape it applies to (`sampling.verifier`: Block on the chain, Traversal,
+RRS with and without replacement, GBV on i.i.d. paths and the delayed tree), and a Block verifier with
+h = w fails it."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from collections import Counter
 
 import pytest
 
+import goose.engine.core.verify.block as block_module
 from baselines.self_draft import SelfDraftDrafter
 from baselines.self_draft_search import sample_index, truncated_proposals
 from goose.engine.core.decode import generate
@@ -25,6 +29,11 @@ from tests.engine.test_sampling_exactness import (
     chi_square_p_value,
     exact_distribution,
 )
+from tests.engine.test_verifier_exactness import (
+    Counting,
+    _assert_exercised,
+    counting,  # noqa: F401  (fixture: counts the walk's tests)
+)
 from tests.toy_harness import one_thread  # noqa: F401  (fixture: one intra-op thread)
 
 PARAMS = SamplingParams(temperature=1.0)
@@ -32,7 +41,21 @@ PARAMS = SamplingParams(temperature=1.0)
 SHAPES = {
     "chain": dict(shape="chain", max_depth=3, confidence=0.0),
     "tree": dict(shape="tree", max_depth=3, max_children=3, coverage=1.0, beam=2, budget=10),
+    "iid": dict(shape="iid", paths=3, path_length=3),
+    "delayed": dict(shape="delayed", trunk=1, paths=3, path_length=2),
 }
+# (shape, verifier): each verifier on the shapes it applies to (goose/engine/core/verify/rules.py)
+IN_DEFAULT_SUITE = [("chain", "block"), ("iid", "gbv")]
+SLOW = [
+    ("chain", "rrs_iid"),
+    ("chain", "traversal"),
+    ("tree", "traversal"),
+    ("tree", "rrs"),
+    ("iid", "rrs_iid"),
+    ("iid", "traversal"),
+    ("delayed", "gbv"),
+    ("delayed", "traversal"),
+]
 COMMON = dict(top_k=3, skip_attention=[1], skip_mlp=[2])
 
 
@@ -57,7 +80,9 @@ class UntruncatedDraws(SelfDraftDrafter):
         return full[0][sample_index(full[1], self._rng)]
 
 
-def run(engine: VerificationEngine, drafter: SelfDraftDrafter) -> tuple[Counter, Counter]:
+def run(
+    engine: VerificationEngine, drafter: SelfDraftDrafter, params: SamplingParams = PARAMS
+) -> tuple[Counter, Counter]:
     """Outcome counts over SAMPLES seeds, and what the rejection walk did: drafted nodes, rejected drafts
     (siblings before the accepted child and the children of the last accepted node) and residual draws
     (a bonus drawn after rejecting every child of the last node)."""
@@ -74,7 +99,7 @@ def run(engine: VerificationEngine, drafter: SelfDraftDrafter) -> tuple[Counter,
             walk["residual_draws"] += 1
 
     for seed in range(SAMPLES):
-        gen = generate(engine, drafter, PROMPT, NEW_TOKENS + 3, on_step=on_step, sampling=PARAMS, seed=seed)
+        gen = generate(engine, drafter, PROMPT, NEW_TOKENS + 3, on_step=on_step, sampling=params, seed=seed)
         counts[tuple(gen.output_ids[:NEW_TOKENS])] += 1
     return counts, walk
 
@@ -96,3 +121,27 @@ def test_drafting_outside_the_reported_q_is_rejected(engine):
     assert p_value < ALPHA, (
         f"the untruncated-draw drafter passed (p = {p_value:.2e}, {walk}): the test cannot fail"
     )
+
+
+def _verified_p_value(engine, shape: str, verifier: str) -> float:
+    params = SamplingParams(temperature=1.0, verifier=verifier)
+    counts, _ = run(engine, SelfDraftDrafter(**SHAPES[shape], **COMMON), params)
+    return chi_square_p_value(counts, exact_distribution(engine.model, params), SAMPLES)
+
+
+@pytest.mark.parametrize(
+    ("shape", "verifier"),
+    IN_DEFAULT_SUITE + [pytest.param(*case, marks=pytest.mark.slow) for case in SLOW],
+)
+@pytest.mark.usefixtures("counting")
+def test_every_verifier_keeps_the_self_drafts_target(engine, shape, verifier):
+    p_value = _verified_p_value(engine, shape, verifier)
+    _assert_exercised(Counting.counts)
+    assert p_value > ALPHA, f"self-draft {shape} + {verifier}: chi-square p = {p_value:.2e}"
+
+
+@pytest.mark.usefixtures("counting")
+def test_block_with_h_equal_to_w_on_the_self_draft_is_rejected(engine, monkeypatch):
+    monkeypatch.setattr(block_module, "acceptance_prob", lambda z, w: w)
+    p_value = _verified_p_value(engine, "chain", "block")
+    assert p_value < ALPHA, f"the broken block verifier passed (p = {p_value:.2e}): the test cannot fail"
