@@ -752,8 +752,11 @@ def stage_projection(
     lossless = stage.get("float32", {})
     host_rows = drafting_rows or (lossless.get("rows") if stage.get("jobs", 1) == 1 else None)
     if host_rows:
-        device_rows = select_rows(read_rows(ROOT / host_rows), experiments=("lossless_stress",))
+        # every *.jsonl below (a lossless run keeps each process's rows in its own shard folder)
+        device_rows = select_rows(read_result_rows(ROOT / host_rows), experiments=("lossless_stress",))
         overhead = host_seconds_per_step(device_rows)
+        if not overhead:
+            return {"error": f"no greedy lossless_stress rows with per-step records under {host_rows}"}
         source = (
             f"SmolLM2 rows written by one process on the GPU machine's host ({host_rows}) for "
             f"{', '.join(sorted(overhead))}; " + source + " otherwise"
