@@ -102,6 +102,16 @@ def test_every_stage_runs_on_the_cpu(tmp_path):
     assert all(s["lossless_share"] == 1.0 for s in used["summary"].values())
     floor = record["stages"]["timing"]["toy-llama"]["bandwidth_floor"]
     assert floor["bandwidth_bytes_per_s"] > 0 and set(floor["t1_over_floor"]) == {"64", "128"}
+    # rows written side by side never give drafting times; one process's rows, in shard folders, do
+    assert (
+        "side by side, so their drafting times are not used"
+        in record["stages"]["projection"]["drafting_time_from"]
+    )
+    shards = tmp_path / "work" / "lossless" / "float32"
+    projection = gpu_check.stage_projection(record, "results/reference", drafting_rows=str(shards))
+    assert "for ar, goose, pld;" in projection["drafting_time_from"], projection["drafting_time_from"]
+    empty = gpu_check.stage_projection(record, "results/reference", drafting_rows=str(tmp_path / "none"))
+    assert "no greedy lossless_stress rows" in empty["error"]
 
 
 def test_a_graphed_ar_that_differs_from_eager_ar_fails_the_check():
