@@ -8,7 +8,10 @@
 
 They are merged into one candidate trie (baselines.hw_tree_pool); each edge gets r = P(accepted | parent
 accepted) from an online, calibrated estimator keyed by (source mask, depth, source confidence)
-(baselines.hw_tree_acceptance); a best-first heap orders the pool so that each prefix of b nodes is the
+(baselines.hw_tree_acceptance), learnt in hindsight over the whole pool: every pool node whose parent lies on
+the tokens committed since is labelled by whether it equals the committed token there (what sample-and-match
+verification accepts), so nodes past the verified cut teach as much as verified ones and the estimates carry
+no selection bias toward the sizes verified so far; a best-first heap orders the pool so that each prefix of b nodes is the
 subtree of size b with the largest E[accepted]; with a latency curve (budget=auto hands it over through
 `use_latency`) the verified b maximises E[committed | b] / t(b), else b = `budget`. Goose's own rules are
 untouched (`method=goose`).
@@ -59,7 +62,8 @@ class HwTreeConfig(ContextMatchConfig):
     `chain_extension_threshold`. Sources: `alt_matches` other occurrences of `alt_chain` tokens; `suffix`
     on/off, `suffix_max_depth` (vLLM's 24), `suffix_min_token_prob`; `adj_width` successors per node (0:
     none). Estimator: `prior_strength`, `decay` and the priors `ctx_prior` (a 1-gram match, + 0.1 per
-    matched token), `alt_prior`, `suf_prior`, `adj_prior` (scales of the confidence)."""
+    matched token), `alt_prior`, `suf_prior`, `adj_prior` (scales of the confidence) at depth 1, and
+    `chain_gain`, the share of a copying source's prior rejection rate kept per level deeper."""
 
     owner = "HwTreeDrafter"
     ngram_lengths: tuple[int, ...] = (5, 4, 3, 2, 1)
@@ -77,6 +81,7 @@ class HwTreeConfig(ContextMatchConfig):
     alt_prior: float = 0.8
     suf_prior: float = 0.9
     adj_prior: float = 0.8
+    chain_gain: float = 0.7
 
     def _validate(self) -> None:
         super()._validate()
@@ -101,10 +106,15 @@ class HwTreeConfig(ContextMatchConfig):
             raise ValueError(f"{owner}.decay = 0: must be in (0, 1] (1: never forget)")
         for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior"):
             check_float(f"{owner}.{name}", getattr(self, name), 0.0, 1.0, why="a prior acceptance rate")
+        check_float(
+            f"{owner}.chain_gain", self.chain_gain, 0.0, 1.0, why="rejection rate kept per level, in (0, 1]"
+        )
+        if self.chain_gain == 0:
+            raise ValueError(f"{owner}.chain_gain = 0: must be in (0, 1] (1: no depth gain)")
         object.__setattr__(self, "ngram_lengths", tuple(int(n) for n in self.ngram_lengths))
         for name in ("chain_extension_threshold", "suffix_min_token_prob", "prior_strength", "decay"):
             object.__setattr__(self, name, float(getattr(self, name)))
-        for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior"):
+        for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior", "chain_gain"):
             object.__setattr__(self, name, float(getattr(self, name)))
 
 
@@ -154,13 +164,15 @@ class HwTreeDrafter(AdjacencyDrafter):
             else None
         )
         prior = source_priors(cfg.ctx_prior, cfg.alt_prior, cfg.suf_prior, cfg.adj_prior)
-        self.estimator = AcceptanceEstimator(prior, cfg.prior_strength, cfg.decay)
+        self.estimator = AcceptanceEstimator(prior, cfg.prior_strength, cfg.decay, cfg.chain_gain)
         self._latency: Callable[[int], float] | None = None
         self._calib = Calibration()
         self._rates: list[float] = []
         self.last_pool: CandidatePool | None = None
         self.last_selection: Selection | None = None
         self._verified = 0  # nodes of the last selection that were proposed
+        # pools still being labelled in hindsight: [pool, anchor's place in the tokens, deepest node on them]
+        self._pending: list[list[Any]] = []
         # True: select up to B nodes even where the latency shows they cannot pay (for recording pools)
         self.full_pool = False
 
@@ -192,6 +204,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         self.stats.update({"hw_src_offered": [0] * width, "hw_src_accepted": [0] * width})
         self.stats.update(self._calib.as_stats())
         self.last_pool = self.last_selection = None
+        self._pending = []
 
     # ------------------------------------------------------------------ the candidate pool
     def _context_chain(self, found: ContextMatch) -> list[int]:
@@ -256,6 +269,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         sel = select_best_first(pool, self._rate, self.budget, self._expand, stop_early)
         b = len(sel) if self._latency is None else best_size(sel.expected_committed(), self._latency)
         self.last_pool, self.last_selection, self._verified = pool, sel, b
+        self._pending.append([pool, len(committed) - 1, 0])
         tree = DraftTree(
             [pool.tokens[i] for i in sel.order[:b]],
             list(sel.parents[:b]),
@@ -281,33 +295,58 @@ class HwTreeDrafter(AdjacencyDrafter):
             return None
         return places
 
+    def _label_in_hindsight(self, tokens: list[int]) -> tuple[list[int], list[bool], list[bool]]:
+        """Per pending pool, walk the committed `tokens` down from its anchor: every child of a node on them
+        is reached, and accepted iff it is the next committed token. A pool leaves once it falls off them
+        (or has no deeper node); the others wait for more tokens."""
+        cells: list[int] = []
+        hits: list[bool] = []
+        keep = []
+        for entry in self._pending:
+            pool, at, node = entry
+            alive = True
+            while at + pool.depths[node] + 1 < len(tokens):
+                kids = pool.kids[node]
+                if not kids:
+                    alive = False
+                    break
+                nxt = tokens[at + pool.depths[node] + 1]
+                for token, child in kids.items():
+                    cells.append(
+                        AcceptanceEstimator.cell(pool.masks[child], pool.depths[child], pool.lead_bin(child))
+                    )
+                    hits.append(token == nxt)
+                node = kids.get(nxt, -1)
+                if node < 0:
+                    alive = False
+                    break
+            if alive and pool.kids[node]:
+                entry[2] = node
+                keep.append(entry)
+        self._pending = keep
+        return cells, [True] * len(cells), hits
+
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         super().observe(tree, outcome)  # adjacency table from every node's logits
         if self.suffix_source is not None:
             self.suffix_source.observe(tree, outcome)  # the committed tokens into the suffix tree
         self.count("hw_verified_nodes", len(tree))
+        self.estimator.update(*self._label_in_hindsight([*self.matcher.tokens, *outcome.new_tokens]))
         places = self._proposed_index(tree) if len(tree) > 1 else None
         if places is None:
-            self.estimator.update([], [], [])  # every step ages the counts
             return
         sel, pool = self.last_selection, self.last_pool
         assert sel is not None and pool is not None
         accepted = {places[i] for i in outcome.accepted_nodes}
-        cells, reached, hit = [], [], []
         offered, taken = self.stats["hw_src_offered"], self.stats["hw_src_accepted"]
         expected = 0.0
         for j in places[1:]:
-            node = sel.order[j]
-            mask, ok = pool.masks[node], j in accepted
-            cells.append(AcceptanceEstimator.cell(mask, pool.depths[node], pool.lead_bin(node)))
-            reached.append(sel.parents[j] in accepted)
-            hit.append(ok)
+            mask, ok = pool.masks[sel.order[j]], j in accepted
             self._calib.add(sel.values[j], ok)
             expected += sel.values[j]
             for s in range(len(SOURCE_BITS)):
                 if mask >> s & 1:
                     offered[s] += 1
                     taken[s] += int(ok)
-        self.estimator.update(cells, reached, hit)
         self.stats["hw_expected_accepted"] = self.stats.get("hw_expected_accepted", 0.0) + expected
         self.stats.update(self._calib.as_stats())

@@ -16,6 +16,12 @@ import numpy as np
 from baselines.hw_tree_pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MASKS, SOURCE_BITS, SUF
 
 DEPTH_BUCKETS = 12  # 1..8 each, 9-12, 13-20, 21+ (index 0 unused: the anchor)
+BUCKET_DEPTH = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 16, 24)  # a representative depth per bucket
+CHAIN_SOURCES = (
+    CTX,
+    ALT,
+    SUF,
+)  # sources that copy a run of text: deeper edges are likelier, given the parent
 CALIBRATION_BINS = 10
 
 
@@ -44,23 +50,37 @@ def source_priors(ctx: float, alt: float, suf: float, adj: float) -> np.ndarray:
 
 
 class AcceptanceEstimator:
-    """r per cell, learnt online from verified trees; `prior` is [source, bin] (`source_priors`),
+    """r per cell, learnt online from labelled pool nodes; `prior` is [source, bin] (`source_priors`) at
+    depth 1; deeper, a copying source's prior keeps `chain_gain` of the rejection rate per level (r_d = 1 −
+    (1 − r_1)·chain_gain^(d−1): once a copied run is accepted, its next token usually is too);
     `prior_strength` pseudo-observations per level, `decay` the per-step forgetting factor."""
 
-    def __init__(self, prior: np.ndarray, prior_strength: float = 2.0, decay: float = 0.99) -> None:
+    def __init__(
+        self, prior: np.ndarray, prior_strength: float = 2.0, decay: float = 0.99, chain_gain: float = 1.0
+    ) -> None:
         if prior_strength <= 0:
             raise ValueError(f"prior_strength = {prior_strength}: must be > 0")
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"decay = {decay}: must be in (0, 1]")
+        if not 0.0 < chain_gain <= 1.0:
+            raise ValueError(f"chain_gain = {chain_gain}: must be in (0, 1]")
         self.strength = float(prior_strength)
         self.decay = float(decay)
         # per mask: its lead source's prior per bin, at least the mean prior of any other source it carries
+        gain = np.asarray(chain_gain, dtype=float) ** (np.asarray(BUCKET_DEPTH) - 1.0).clip(min=0)
+        by_depth = np.repeat(prior[:, None, :], DEPTH_BUCKETS, axis=1)  # [source, depth, bin]
+        for s in CHAIN_SOURCES:
+            by_depth[s] = 1.0 - (1.0 - prior[s])[None, :] * gain[:, None]
+        by_depth = np.clip(by_depth, 0.02, 0.98)
         fine_prior = np.zeros((NUM_MASKS, DEPTH_BUCKETS, CONF_BINS))
-        fine_prior[0] = prior[CTX]
+        fine_prior[0] = by_depth[CTX]
         for mask in range(1, NUM_MASKS):
             lead = _lead_source(mask)
-            others = [prior[s].mean() for s in range(len(SOURCE_BITS)) if mask >> s & 1 and s != lead]
-            fine_prior[mask] = np.maximum(prior[lead], max(others, default=0.0))
+            others = [
+                by_depth[s].mean(axis=1) for s in range(len(SOURCE_BITS)) if mask >> s & 1 and s != lead
+            ]
+            floor = np.max(others, axis=0)[:, None] if others else 0.0
+            fine_prior[mask] = np.maximum(by_depth[lead], floor)
         self.fine_prior = fine_prior
         self.coarse_prior = fine_prior.mean(axis=2)
         self.reached = np.zeros((NUM_MASKS, DEPTH_BUCKETS, CONF_BINS))

@@ -25,6 +25,10 @@ NUM_MASKS = 1 << len(SOURCE_BITS)
 # The source whose confidence bin keys a multi-source node, most informative first.
 LEAD_ORDER: tuple[int, ...] = (SUF, ALT, ADJ, CTX)
 CONF_BINS = 5  # confidence bins per source (see `conf_bin`)
+# Siblings are distinct tokens, so at most one is accepted: their rates, each learnt for its own cell, are
+# scaled down together where they add up to more than this (their estimates' sum otherwise overstates
+# E[accepted] wherever several sources propose under one node).
+SIBLING_MASS = 1.0
 
 
 def conf_bin(value: float) -> int:
@@ -126,6 +130,7 @@ def select_best_first(
 ) -> Selection:
     """The `budget` most valuable pool nodes, anchor included, in best-first order (ties: shallower, then
     earlier in the pool); every prefix is the largest-E[accepted] ancestor-closed subtree of its size.
+    A node's children's rates are scaled down together where they add up to more than SIBLING_MASS.
     With `latency` t the selection stops once no larger tree can beat the best E[committed | b] / t(b) so
     far: m more nodes add at most m times the next value and cost at least t(b + 1), so `best_size` picks
     the same b from the shorter selection."""
@@ -139,11 +144,15 @@ def select_best_first(
             expand(pool, node)
         value = values[place]
         depth = pool.depths[node] + 1
-        for child in pool.kids[node].values():
-            r = rate(pool, child)
+        kids = list(pool.kids[node].values())
+        rates = [rate(pool, child) for child in kids]
+        for child, r in zip(kids, rates, strict=True):
             if not 0.0 <= r <= 1.0:
                 raise ValueError(f"pool node {child}: rate {r} outside [0, 1]")
-            heapq.heappush(heap, (-value * r, depth, child, place))
+        mass = sum(rates)
+        scale = SIBLING_MASS / mass if mass > SIBLING_MASS else 1.0
+        for child, r in zip(kids, rates, strict=True):
+            heapq.heappush(heap, (-value * r * scale, depth, child, place))
 
     open_node(0, 0)
     expected = 1.0

@@ -20,6 +20,7 @@ from baselines.hw_tree_pool import (
     ADJ,
     ALT,
     CTX,
+    SIBLING_MASS,
     SUF,
     CandidatePool,
     best_size,
@@ -45,23 +46,34 @@ def rate_from(rates: dict[int, float]):
 
 #        0
 #      / | \
-#     1  2  3          r: 1 .9, 2 .5, 3 .2
+#     1  2  3          r: 1 .6, 2 .3, 3 .05
 #    / \    |
-#   4   5   6          r: 4 .8 (.72), 5 .1 (.09), 6 .9 (.18)
+#   4   5   6          r: 4 .8 (.48), 5 .1 (.06), 6 .9 (.045)
 #   |
-#   7                  r: .5 (.36)
+#   7                  r: .5 (.24)
 HAND_EDGES = [(0, 11), (0, 12), (0, 13), (1, 14), (1, 15), (3, 16), (4, 17)]
-HAND_RATES = {1: 0.9, 2: 0.5, 3: 0.2, 4: 0.8, 5: 0.1, 6: 0.9, 7: 0.5}
+HAND_RATES = {1: 0.6, 2: 0.3, 3: 0.05, 4: 0.8, 5: 0.1, 6: 0.9, 7: 0.5}
 
 
 def test_selection_order_on_a_hand_built_pool():
     sel = select_best_first(hand_pool(HAND_EDGES), rate_from(HAND_RATES), 100)
-    # values: 1 .9, 4 .72, 2 .5, 7 .36, 3 .2, 6 .18, 5 .09
-    assert sel.order == [0, 1, 4, 2, 7, 3, 6, 5]
-    assert sel.values == pytest.approx([1.0, 0.9, 0.72, 0.5, 0.36, 0.2, 0.18, 0.09])
-    assert sel.parents == [-1, 0, 1, 0, 2, 0, 5, 1]  # parents as places in the order
-    assert sel.expected_committed()[3] == pytest.approx(1 + 0.9 + 0.72 + 0.5)
+    # values: 1 .6, 4 .48, 2 .3, 7 .24, 5 .06, 3 .05, 6 .045
+    assert sel.order == [0, 1, 4, 2, 7, 5, 3, 6]
+    assert sel.values == pytest.approx([1.0, 0.6, 0.48, 0.3, 0.24, 0.06, 0.05, 0.045])
+    assert sel.parents == [-1, 0, 1, 0, 2, 1, 0, 6]  # parents as places in the order
+    assert sel.expected_committed()[3] == pytest.approx(1 + 0.6 + 0.48 + 0.3)
     assert select_best_first(hand_pool(HAND_EDGES), rate_from(HAND_RATES), 3).order == [0, 1, 4]
+
+
+def test_siblings_share_at_most_the_sibling_mass():
+    """Siblings are distinct tokens, so at most one is accepted: rates that add up to more than
+    SIBLING_MASS are scaled down together, keeping their order."""
+    pool = hand_pool([(0, 11), (0, 12), (0, 13), (1, 14)])
+    sel = select_best_first(pool, rate_from({1: 0.9, 2: 0.6, 3: 0.3, 4: 1.0}), 10)
+    scale = SIBLING_MASS / 1.8
+    assert sel.order == [0, 1, 4, 2, 3]  # node 4, an only child with r = 1, keeps its parent's value
+    assert sel.values == pytest.approx([1.0, 0.9 * scale, 0.9 * scale, 0.6 * scale, 0.3 * scale])
+    assert sum(sel.values[i] for i in (1, 3, 4)) == pytest.approx(SIBLING_MASS)
 
 
 def ancestor_closed_subsets(parents: list[int], size: int):
@@ -79,9 +91,11 @@ def test_every_prefix_is_the_best_subtree_of_its_size_by_brute_force(seed):
     edges = [(rng.randrange(i), 100 + i) for i in range(1, n)]  # node i's parent among 0..i-1
     pool = hand_pool(edges)
     rates = {i: rng.choice([rng.random(), 1.0, 0.5]) for i in range(1, n)}  # ties and r = 1 included
+    mass = [sum(rates[c] for c in pool.kids[i].values()) for i in range(n)]
     value = [1.0] * n
     for i in range(1, n):
-        value[i] = value[pool.parents[i]] * rates[i]
+        p = pool.parents[i]
+        value[i] = value[p] * rates[i] * min(1.0, SIBLING_MASS / mass[p])
     sel = select_best_first(pool, rate_from(rates), n)
     assert sorted(sel.order) == list(range(n))
     for b in range(1, n + 1):
@@ -225,28 +239,57 @@ def test_drafter_sizes_its_own_tree_with_the_latency():
     assert steep.stats["hw_pool_nodes"] > 1
 
 
-def test_drafter_learns_from_a_depth_cut_tree_and_counts_calibration():
+def test_drafter_learns_in_hindsight_past_the_verified_cut_and_counts_calibration():
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3]
+    d = HwTreeDrafter(prefill_harvest=False, adj_width=0, suffix=False, alt_matches=0)
+    fake_begin(d, prompt)
+    tree = d.propose(prompt)
+    first_pool = d.last_pool
+    assert tree.tokens[:4] == [3, 4, 5, 6] and max(tree.depths) > 3
+    cut = tree.truncate_depth(3)  # verified: the chain's first 3 tokens
+    assert cut.tokens == [3, 4, 5, 6]
+    outcome = outcome_for(cut, [0, 1, 2, 3])
+    outcome.new_tokens[-1] = 7  # the bonus token: the chain's 4th token, drafted but not verified
+    d.observe(cut, outcome)
+    assert sum(d.stats["hw_calib_nodes"]) == 3 and sum(d.stats["hw_calib_accepted"]) == 3  # verified only
+    assert d.stats["hw_verified_nodes"] == 4 and d.stats["hw_src_accepted"][CTX] == 3
+    # hindsight: depths 1-4 are labelled accepted, depth 4 included although the engine never verified it
+    by_depth = d.estimator.accepted[1 << CTX].sum(axis=1)
+    assert list(by_depth[1:6]) == pytest.approx([1.0, 1.0, 1.0, 1.0, 0.0])
+    assert d.estimator.reached[1 << CTX].sum() == pytest.approx(4.0)
+    # the pool stays pending: the next committed token (not 8) labels depth 5 as a miss, then it leaves
+    assert [entry[0] for entry in d._pending] == [first_pool]
+    committed = [*prompt, 4, 5, 6, 7]
+    nxt = d.propose(committed)
+    outcome = outcome_for(nxt, [0])
+    outcome.new_tokens[-1] = 63
+    d.observe(nxt, outcome)
+    assert d.estimator.reached[1 << CTX, 5].sum() == pytest.approx(1.0)
+    assert d.estimator.accepted[1 << CTX, 5].sum() == pytest.approx(0.0)
+    assert d._pending == []  # both pools fell off the committed tokens (63, not 8)
+
+
+def test_a_tree_the_drafter_did_not_propose_is_not_calibrated():
     prompt = [1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3]
     d = HwTreeDrafter(prefill_harvest=False, adj_width=0)
     fake_begin(d, prompt)
-    tree = d.propose(prompt)
-    assert tree.tokens[:4] == [3, 4, 5, 6] and max(tree.depths) > 3
-    cut = tree.truncate_depth(3)
-    spine = [i for i in range(len(cut)) if cut.tokens[i] in (4, 5, 6) and cut.sources[i] == SPINE]
-    d.observe(cut, outcome_for(cut, [0, *spine]))
-    committed = [*prompt, 4, 5, 6, 1]
-    drafted = len(cut) - 1
-    assert sum(d.stats["hw_calib_nodes"]) == drafted
-    assert sum(d.stats["hw_calib_accepted"]) == 3
-    assert d.stats["hw_verified_nodes"] == len(cut)
-    assert d.stats["hw_src_accepted"][CTX] == 3
-    assert d.estimator.reached.sum() == pytest.approx(drafted * 1.0 - 0.0, rel=0.5)
-    # a tree the drafter did not propose teaches nothing
-    other = d.propose(committed)
-    before = d.estimator.reached.sum()
+    other = d.propose(prompt)
     other.tokens[1] = 63
     d.observe(other, outcome_for(other, [0]))
-    assert d.estimator.reached.sum() <= before
+    assert sum(d.stats["hw_calib_nodes"]) == 0
+
+
+def test_chain_sources_prior_rises_with_depth_and_adjacency_does_not():
+    prior = source_priors(0.3, 0.8, 0.9, 0.8)
+    flat = AcceptanceEstimator(prior, chain_gain=1.0).fine_prior
+    rising = AcceptanceEstimator(prior, chain_gain=0.5).fine_prior
+    ctx, adj = 1 << CTX, 1 << ADJ
+    assert flat[ctx, 1, 0] == pytest.approx(0.3) and flat[ctx, 4, 0] == pytest.approx(0.3)
+    # r_d = 1 − (1 − r_1)·gain^(d−1): 0.3, 0.65, 0.825 at depths 1-3
+    assert list(rising[ctx, 1:4, 0]) == pytest.approx([0.3, 0.65, 0.825])
+    assert list(rising[adj, 1:4, 2]) == pytest.approx([prior[ADJ, 2]] * 3)
+    with pytest.raises(ValueError, match="chain_gain"):
+        AcceptanceEstimator(prior, chain_gain=0.0)
 
 
 def test_learnt_rates_are_run_state_and_restore_the_same_trees():
@@ -296,6 +339,8 @@ def test_method_config_instantiates_through_hydra():
         ("decay", 0, "in (0, 1]"),
         ("ctx_prior", -0.1, "in [0.0, 1.0]"),
         ("adj_prior", 2, "in [0.0, 1.0]"),
+        ("chain_gain", 0, "in (0, 1]"),
+        ("chain_gain", 1.5, "in [0.0, 1.0]"),
         ("extend_chain", "yes", "true or false"),
     ],
 )
