@@ -62,6 +62,27 @@ bench-sampling:  ## the same side-by-side protocol at temperature > 0 (every con
 			--out $(BENCH_RESULTS)/sampling_T$${t}_$(BENCH_DTYPE) || exit 1; \
 	done
 
+# make bench-verifiers: the matched evaluation of verifiers of sampled drafts (issue 32): STAND and the
+# layer-skip self-draft in every draft shape, each under every verifier exact on it (@verifier; auto =
+# recursive rejection sampling without replacement), side by side with AR sampling, per temperature,
+# rows into results/verifiers/<model>_T<t>; `make figures` draws figures/verifier_eval.* from them.
+VERIFIER_MODEL ?= smollm2-135m
+VERIFIER_TEMPERATURES ?= 0.6 1.0
+VERIFIER_ARGS ?= --dtype float32 --benches humaneval,mtbench --limit 2 --repeats 1
+VERIFIER_CONTENDERS ?= stand,stand@traversal,stand_chain,stand_chain@rrs_iid,stand_chain@traversal,stand_chain@block,$\
+	stand_iid,stand_iid@rrs_iid,stand_iid@traversal,stand_iid@gbv,$\
+	stand_delayed,stand_delayed@rrs_iid,stand_delayed@traversal,stand_delayed@gbv,$\
+	self_draft_tree,self_draft_tree@traversal,self_draft,self_draft@rrs_iid,self_draft@traversal,self_draft@block,$\
+	self_draft_iid,self_draft_iid@rrs_iid,self_draft_iid@traversal,self_draft_iid@gbv,$\
+	self_draft_delayed,self_draft_delayed@rrs_iid,self_draft_delayed@traversal,self_draft_delayed@gbv
+
+bench-verifiers:  ## verifiers of sampled drafts x draft shapes x drafters, side by side with AR sampling
+	for t in $(VERIFIER_TEMPERATURES); do \
+		$(PYTHON) -m experiments.bench --threads $(THREADS) --model $(VERIFIER_MODEL) $(VERIFIER_ARGS) --hf "" \
+			--data-dir $(DATA_DIR) --methods $(VERIFIER_CONTENDERS) --temperature $$t \
+			--out results/verifiers/$(VERIFIER_MODEL)_T$$t || exit 1; \
+	done
+
 reference:  ## re-run (resume) the CPU presets into $(RESULTS)
 	for p in $(REFERENCE_PRESETS); do \
 		$(PYTHON) run.py +experiment=$$p data_dir=$(DATA_DIR) out_dir=$(RESULTS) threads=$(THREADS) || exit 1; \

@@ -2,8 +2,9 @@
 where AR sampling was timed in the same run, the wall-clock speedup over it, per model × benchmark ×
 temperature × drafter × draft shape × verifier; and whether the papers' orderings show here.
 
-Rows: `Results.sampled_rows` of the drafters that carry their proposal q (STAND, the self-draft), every
-`sampling.verifier`. The draft shape is the method config's `shape` (tree when absent); the drafter is the
+Rows: the sampled rows under `<records>/verifiers` (the side-by-side runs of `make bench-verifiers`) where
+there are any, else `Results.sampled_rows`; of them the drafters that carry their proposal q (STAND, the
+self-draft), every `sampling.verifier`. The draft shape is the method config's `shape` (tree when absent); the drafter is the
 method's name without its shape suffix. τ = Σ generated / Σ forward calls over every prompt and sample of
 the cell; every cell of one (model, bench, temperature) is restricted to the (prompt, seed) pairs all of
 them completed. `auto` on these drafters is recursive rejection sampling without replacement (`rrs`).
@@ -19,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.load import Results, bench_name, cells  # noqa: E402
+from analysis.load import Results, bench_name, cells, load  # noqa: E402
 from analysis.report import Output, Skip, cli, fmt, save_figure, write_table  # noqa: E402
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -38,8 +39,19 @@ def drafter_and_shape(method: str, config: dict | None) -> tuple[str, str]:
     return name + ("_auto" if method.endswith("_auto") else ""), shape
 
 
+def sampled_rows(res: Results) -> pd.DataFrame:
+    """The matched evaluation's rows: those under <records>/verifiers where there are any, else the results'
+    own sampled rows."""
+    folder = res.records_dir() / "verifiers"
+    if folder.is_dir():
+        rows = load(folder).sampled_rows
+        if not rows.empty:
+            return rows
+    return res.sampled_rows
+
+
 def _rows(res: Results) -> pd.DataFrame:
-    df = res.sampled_rows
+    df = sampled_rows(res)
     if df.empty:
         raise Skip("no sampled rows (temperature > 0): run +experiment=cpu_verifiers")
     df = df.copy()

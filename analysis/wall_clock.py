@@ -90,11 +90,13 @@ def per_repeat_tokens_per_s(
     return overall, per_bench
 
 
-def contender_name(method: str) -> str:
-    """A bench row's contender: goose_auto -> engine:goose:auto, hf_pld -> hf:pld, ar -> engine:ar."""
+def contender_name(method: str, verifier: str | None = "auto") -> str:
+    """A bench row's contender: goose_auto -> engine:goose:auto, hf_pld -> hf:pld, ar -> engine:ar,
+    stand_chain verified by block -> engine:stand_chain@block."""
     if method.startswith("hf_"):
         return f"hf:{method.removeprefix('hf_')}"
-    return f"engine:{method.removesuffix('_auto')}" + (":auto" if method.endswith("_auto") else "")
+    name = f"engine:{method.removesuffix('_auto')}" + (":auto" if method.endswith("_auto") else "")
+    return name + (f"@{verifier}" if verifier not in (None, "auto") else "")
 
 
 def _first_diff(a: list[int], b: list[int]) -> int | None:
@@ -115,12 +117,15 @@ def record_from_rows(
         raise ValueError(f"bench run {name}: no rows with a repeat")
     # the run's first invocation names its contenders; a resumed one with more (say --hf) adds none
     protocol = dict(rows[0].get("bench_protocol") or {})
-    names = list(protocol.get("contenders") or dict.fromkeys(contender_name(r["method"]) for r in rows))
+    names = list(
+        protocol.get("contenders")
+        or dict.fromkeys(contender_name(r["method"], r.get("verifier")) for r in rows)
+    )
     repeats = sorted({int(r["repeat"]) for r in rows})
     prompts: dict[tuple[str, str], dict[int, dict[str, dict]]] = {}
     for r in rows:
         slot = prompts.setdefault((r["bench"], str(r["prompt_id"])), {}).setdefault(int(r["repeat"]), {})
-        slot.setdefault(contender_name(r["method"]), r)  # the first row of a key wins, as on resume
+        slot.setdefault(contender_name(r["method"], r.get("verifier")), r)  # the first row of a key wins
 
     def run(r: dict | None) -> dict | None:
         if r is None or r.get("status", "ok") != "ok":

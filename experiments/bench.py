@@ -6,6 +6,9 @@ Contenders
     engine:<method>     any configured method (conf/method/<method>.yaml), at its configured budget
     engine:<method>:auto   the same method at budget=auto (row method `<method>_auto`), the latency
                         curve set up as `run.py budget=auto` does it (goose.harness.job.auto_budget)
+    engine:<method>@<verifier>   at T > 0, a drafter whose drafts carry q verified by `sampling.verifier`
+                        = <verifier> (rows: method `<method>`, verifier `<verifier>`), refused before
+                        the model loads where the verifier does not apply (goose.engine.core.verify.rules)
     hf:greedy           transformers `generate(do_sample=False)` (row method `hf_greedy`; at T > 0
                         `generate(do_sample=True)`, `hf:sample` / `hf_sample`)
     hf:pld              transformers `generate(prompt_lookup_num_tokens=10)` (row method `hf_pld`)
@@ -53,7 +56,7 @@ import json  # noqa: E402
 import shutil  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -62,7 +65,7 @@ from tqdm import tqdm  # noqa: E402
 
 from analysis.spec_bench_table import BENCH as SPEC_BENCH  # noqa: E402
 from analysis.spec_bench_table import per_category_sample  # noqa: E402
-from analysis.wall_clock import print_record, record_from_rows  # noqa: E402
+from analysis.wall_clock import contender_name, print_record, record_from_rows  # noqa: E402
 from goose.engine.budget.cost_model import LatencyTable  # noqa: E402
 from goose.engine.budget.hardware_limit import measure_floor  # noqa: E402
 from goose.engine.core.decode import generate  # noqa: E402
@@ -72,6 +75,7 @@ from goose.engine.core.verifier import VerificationEngine, sync_clock  # noqa: E
 from goose.harness.benchmarks import PAPER_BENCHMARKS  # noqa: E402
 from goose.harness.chat import encode_prompt  # noqa: E402
 from goose.harness.compose import (  # noqa: E402
+    UserError,
     benchmark_prompts,
     chat_template_decision,
     compose_config,
@@ -169,6 +173,30 @@ def contender_names(methods: str, hf: str, greedy: bool) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def contender_verifier(contender: str) -> str:
+    """The `sampling.verifier` of a contender: engine:stand_chain@block -> block; auto where none is named."""
+    return contender.partition("@")[2] or "auto"
+
+
+def check_verifiers(contenders: Sequence[str], sampling: SamplingParams) -> None:
+    """Every `@verifier` must apply to its method's drafts at this temperature: the check `run.py` makes
+    (goose.harness.compose.check_drafter_verifier), before any model loads. UserError names what it needs."""
+    for name in contenders:
+        verifier = contender_verifier(name)
+        if verifier == "auto":
+            continue
+        method = row_method(name).removesuffix("_auto")
+        method_factory(
+            method,
+            [
+                f"sampling.verifier={verifier}",
+                f"sampling.temperature={sampling.temperature}",
+                f"sampling.top_p={sampling.top_p}",
+                f"sampling.top_k={sampling.top_k}",
+            ],
+        )
+
+
 def hf_name(contender: str, greedy: bool) -> str:
     """The name of --hf `contender`: hf:greedy samples (hf:sample) at temperature > 0."""
     return f"hf:{'sample' if contender == 'greedy' and not greedy else contender}"
@@ -192,7 +220,7 @@ class Setting:
     def results_file(self, repeat: int, bench: str) -> Path:
         return results_path(self.out / f"repeat{repeat}", self.model, bench)
 
-    def cell(self, bench: BenchPrompt, method: str, config: dict[str, Any]) -> Cell:
+    def cell(self, bench: BenchPrompt, method: str, config: dict[str, Any], verifier: str = "auto") -> Cell:
         return Cell(
             self.model,
             bench.bench,
@@ -201,7 +229,7 @@ class Setting:
             self.max_new_tokens,
             self.dtype,
             chat_template=bench.chat_template,
-            sampling=self.sampling,
+            sampling=replace(self.sampling, verifier=verifier),
         )
 
     def fields(self, repeat: int, p: BenchPrompt) -> dict[str, Any]:
@@ -218,8 +246,9 @@ def _quiet(_: str) -> None:
     """The runner's per-prompt lines: the bench draws its own progress bar."""
 
 
-def engine_contender(method: str, drafter: Drafter) -> Contender:
-    """`method` (a row's method name) through `run_cell`, with one drafter object across prompts.
+def engine_contender(method: str, drafter: Drafter, verifier: str = "auto") -> Contender:
+    """`method` (a row's method name) through `run_cell`, with one drafter object across prompts, its
+    sampled drafts verified by `verifier`.
     The runner gets the benchmark's prompts up to this one: those already in the results are
     reported, not re-run, and a drafter carrying state across prompts is restored from the
     runner's checkpoint after them (resume). At the first prompt of a results file the state is
@@ -231,9 +260,9 @@ def engine_contender(method: str, drafter: Drafter) -> Contender:
     def run(setting: Setting, segment: Segment, i: int, previous: Segment | None) -> dict[str, Any]:
         repeat, prompts = segment
         p = prompts[i]
-        cell = setting.cell(p, method, config)
+        cell = setting.cell(p, method, config, verifier)
         if i == 0 and previous is not None and drafter.carries_run_state:
-            _restore_from(setting, previous, setting.cell(previous[1][0], method, config), drafter)
+            _restore_from(setting, previous, setting.cell(previous[1][0], method, config, verifier), drafter)
         rows = run_cell(
             setting.engine,
             setting.tokenizer,
@@ -246,7 +275,13 @@ def engine_contender(method: str, drafter: Drafter) -> Contender:
             progress=False,
             plan=setting.plan,
         )
-        return next(r for r in rows if r["method"] == method and str(r["prompt_id"]) == p.prompt_id)
+        return next(
+            r
+            for r in rows
+            if r["method"] == method
+            and r.get("verifier", "auto") == verifier
+            and str(r["prompt_id"]) == p.prompt_id
+        )
 
     return run
 
@@ -436,7 +471,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(str(exc).replace("sampling.", "--").replace("_", "-"))
     try:
         args.contenders = contender_names(args.methods, args.hf, args.sampling.greedy)
-    except ValueError as exc:
+        check_verifiers(args.contenders, args.sampling)
+    except (ValueError, UserError) as exc:
         ap.error(str(exc))
     args.out = Path(args.out or ROOT / "results" / "bench" / "_".join(filter(None, [args.model, args.dtype])))
     return args
@@ -453,8 +489,9 @@ def show_partial(out: Path) -> dict[str, Any]:
 
 
 def row_method(contender: str) -> str:
-    """The row's method of a contender: engine:goose:auto -> goose_auto, hf:pld -> hf_pld."""
-    kind, _, rest = contender.partition(":")
+    """The row's method of a contender: engine:goose:auto -> goose_auto, hf:pld -> hf_pld,
+    engine:stand_chain@block -> stand_chain (the verifier is the row's `verifier`)."""
+    kind, _, rest = contender.partition("@")[0].partition(":")
     if kind == "hf":
         return f"hf_{rest}"
     return rest.replace(":auto", "_auto")
@@ -484,6 +521,7 @@ def build_contenders(
             measured[name] = hf_contender(model, eos, method, **kwargs)
             warm[name] = lambda ids, kw=kwargs: _generate(model, ids, 16, eos, 0, {"do_sample": False, **kw})
             continue
+        verifier = contender_verifier(name)
         make = method_factory(method.removesuffix("_auto"))
         if method.endswith("_auto"):
             make, latency_record = auto_budget(make, engine, profile)
@@ -491,8 +529,11 @@ def build_contenders(
                 saved.parent.mkdir(parents=True, exist_ok=True)
                 LatencyTable(latency_record["sizes"], latency_record["seconds"]).save(saved)
                 profile = str(saved)
-        measured[name] = engine_contender(method, make())
-        warm[name] = lambda ids, make=make: generate(engine, make(), ids, 16, sampling=args.sampling)
+        measured[name] = engine_contender(method, make(), verifier)
+        sampling = replace(args.sampling, verifier=verifier)
+        warm[name] = lambda ids, make=make, sampling=sampling: generate(
+            engine, make(), ids, 16, sampling=sampling
+        )
     return measured, warm, latency_record
 
 
@@ -507,15 +548,15 @@ def hardware_floor(engine: VerificationEngine, rows: list[dict[str, Any]], max_n
         return {}
     kv_len = round(sum(r["prompt_tokens"] for r in first) / len(first) + max_new / 2)
     out: dict[str, Any] = {"floor": floor.as_dict(), "mean_kv_len": kv_len, "contenders": {}}
-    for method in dict.fromkeys(r["method"] for r in first):
-        mine = [r for r in first if r["method"] == method]
+    for method, verifier in dict.fromkeys((r["method"], r.get("verifier", "auto")) for r in first):
+        mine = [r for r in first if r["method"] == method and r.get("verifier", "auto") == verifier]
         steps = sum(len(r.get("step_tree_size") or []) for r in mine)
         if not steps:
             continue
         step = sum(r["forward_s"] for r in mine) / steps
         nodes = sum(sum(r["step_tree_size"]) for r in mine) / steps
         bound = floor.seconds(max(1, round(nodes)), kv_len)
-        out["contenders"][contender_name(method)] = {
+        out["contenders"][contender_name(method, verifier)] = {
             "mean_tree_nodes": nodes,
             "forward_ms": 1e3 * step,
             "floor_ms": 1e3 * bound,
@@ -523,13 +564,6 @@ def hardware_floor(engine: VerificationEngine, rows: list[dict[str, Any]], max_n
             "bound_by": floor.bound(max(1, round(nodes)), kv_len),
         }
     return out
-
-
-def contender_name(method: str) -> str:
-    """The inverse of `row_method`."""
-    if method.startswith("hf_"):
-        return f"hf:{method.removeprefix('hf_')}"
-    return f"engine:{method.removesuffix('_auto')}" + (":auto" if method.endswith("_auto") else "")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

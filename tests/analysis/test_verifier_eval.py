@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from analysis import make_figures, verifier_eval
 from analysis.load import load
+from goose.records.results import append_row
 from tests.analysis.test_analysis import row, write
 
 STAND = {"budget": 40, "k": 8}
@@ -84,3 +85,13 @@ def test_build_writes_the_tables_and_figure_and_is_registered(tmp_path):
     names = {f.name for f in files}
     assert {"verifier_eval.md", "verifier_orderings.md", "verifier_eval.png"} <= names
     assert verifier_eval in make_figures.SCRIPTS
+
+
+def test_the_matched_evaluation_folder_beside_the_results_is_preferred(tmp_path):
+    """`make figures` reads results/reference; the side-by-side verifier runs live in results/verifiers."""
+    greedy = [row("ar", "p0", 60, 60, 6.0, config={}), row("stand", "p0", 60, 30, 3.0, config=STAND)]
+    res = load(write(tmp_path, greedy))  # tmp_path/results: no sampled rows of its own
+    for r in _rows():
+        append_row(tmp_path / "verifiers" / "run" / r["model"] / f"{r['bench']}.jsonl", r)
+    g = verifier_eval.grid(res)
+    assert len(g) == 2 * len(CALLS)

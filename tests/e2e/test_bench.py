@@ -95,3 +95,55 @@ def test_an_unknown_transformers_contender_is_refused_before_loading_anything(ca
     with pytest.raises(SystemExit):
         bench.main(["--hf", "beam"])
     assert "unknown --hf contender 'beam'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "methods, needs",
+    [
+        ("pld@block", "needs a drafter that samples its drafts"),
+        ("stand@block", "needs a chain"),
+        ("stand_chain@gbv", "needs K i.i.d. paths"),
+    ],
+)
+def test_a_verifier_that_does_not_apply_is_refused_before_loading_anything(methods, needs, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--methods", methods, "--temperature", "1.0", "--hf", ""])
+    assert needs in capsys.readouterr().err
+
+
+def test_a_greedy_run_refuses_a_named_verifier(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--methods", "stand_chain@block", "--hf", ""])
+    assert "needs sampling (temperature > 0)" in capsys.readouterr().err
+
+
+def test_each_contender_verifies_with_its_own_verifier_side_by_side(tmp_path, monkeypatch):
+    """The same drafter under two verifiers: two contenders, rows told apart by their `verifier`, and the
+    Block walk runs for the @block contender's steps only."""
+    import goose.engine.core.verify as verify
+
+    calls: list[int] = []
+    block_walk = verify.block_walk
+
+    def spy(*a, **k):
+        calls.append(1)
+        return block_walk(*a, **k)
+
+    monkeypatch.setattr(verify, "block_walk", spy)
+    args = ["--benches", "humaneval", "--limit", "2", "--max-new-tokens", "24", "--repeats", "1"]
+    args += ["--methods", "stand_chain,stand_chain@block", "--hf", "", "--threads", "1"]
+    record = bench.main([*args, "--temperature", "1.0", "--out", str(tmp_path / "run")])
+    rows = read_rows(tmp_path / "run")
+    assert {(r["method"], r["verifier"]) for r in rows} == {
+        ("ar", "auto"),
+        ("stand_chain", "auto"),
+        ("stand_chain", "block"),
+    }
+    assert list(record["summary"]["tokens_per_s"]) == [
+        "engine:ar",
+        "engine:stand_chain",
+        "engine:stand_chain@block",
+    ]
+    block_steps = sum(len(r["step_tree_size"]) for r in rows if r["verifier"] == "block")
+    # at most one walk per step of the @block contender (and of its 16-token warm-up), none elsewhere
+    assert 0 < len(calls) <= block_steps + 16
