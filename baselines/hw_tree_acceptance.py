@@ -17,11 +17,8 @@ from baselines.hw_tree_pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MAS
 
 DEPTH_BUCKETS = 12  # 1..8 each, 9-12, 13-20, 21+ (index 0 unused: the anchor)
 BUCKET_DEPTH = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 16, 24)  # a representative depth per bucket
-CHAIN_SOURCES = (
-    CTX,
-    ALT,
-    SUF,
-)  # sources that copy a run of text: deeper edges are likelier, given the parent
+# Sources that copy a run of text: given its parent, a deeper edge is likelier to be accepted.
+CHAIN_SOURCES = (CTX, ALT, SUF)
 CALIBRATION_BINS = 10
 
 
