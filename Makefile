@@ -25,7 +25,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-all lint figures bench bench-sampling cost-curve gpu-check gpu-carry reference clean-scratch
+.PHONY: install assets test test-all lint figures bench bench-sampling bench-verifiers delayed-grid cost-curve gpu-check gpu-carry reference clean-scratch
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -78,9 +78,22 @@ VERIFIER_CONTENDERS ?= stand,stand@traversal,stand_chain,stand_chain@rrs_iid,sta
 
 bench-verifiers:  ## verifiers of sampled drafts x draft shapes x drafters, side by side with AR sampling
 	for t in $(VERIFIER_TEMPERATURES); do \
+		shape=results/delayed_shape/$(VERIFIER_MODEL)_T$$t/chosen.json; \
 		$(PYTHON) -m experiments.bench --threads $(THREADS) --model $(VERIFIER_MODEL) $(VERIFIER_ARGS) --hf "" \
 			--data-dir $(DATA_DIR) --methods $(VERIFIER_CONTENDERS) --temperature $$t \
+			$$(test -f $$shape && echo --method-overrides $$shape) \
 			--out results/verifiers/$(VERIFIER_MODEL)_T$$t || exit 1; \
+	done
+
+# make delayed-grid: the delayed tree's (K, L1, L2) per setting (model, temperature), by measured tokens/s on
+# calibration prompts that bench-verifiers does not use (the 3rd of HumanEval and of MT-Bench), into
+# results/delayed_shape/<model>_T<t>/chosen.json, which bench-verifiers then runs.
+DELAYED_GRID_ARGS ?= --benches humaneval,mtbench --skip 2 --limit 1 --max-new-tokens 64 --k 2,4 --l1 1,2 --l2 2,4
+
+delayed-grid:  ## grid search of the delayed tree's (K, L1, L2) per model and temperature
+	for t in $(VERIFIER_TEMPERATURES); do \
+		$(PYTHON) -m experiments.delayed_grid --threads $(THREADS) --model $(VERIFIER_MODEL) $(DELAYED_GRID_ARGS) \
+			--data-dir $(DATA_DIR) --temperature $$t --out results/delayed_shape/$(VERIFIER_MODEL)_T$$t || exit 1; \
 	done
 
 reference:  ## re-run (resume) the CPU presets into $(RESULTS)

@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from analysis.delayed_shape import write_shape_tables  # noqa: E402
 from analysis.load import Results, bench_name, cells, load  # noqa: E402
 from analysis.report import Output, Skip, cli, fmt, save_figure, write_table  # noqa: E402
 
@@ -225,7 +226,8 @@ def build(res: Results, out: Path) -> Output:
         ],
     )
     files += _figure(g, out)
-    return Output(files)
+    shapes = write_shape_tables(res.records_dir() / "delayed_shape", out)  # the delayed shape per setting
+    return Output(files + ([shapes] if shapes else []))
 
 
 if __name__ == "__main__":

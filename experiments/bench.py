@@ -446,6 +446,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--top-k", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0, help="the sampling group's seed")
     ap.add_argument(
+        "--method-overrides",
+        default=None,
+        help="JSON file {method: [Hydra overrides] or {overrides: [...]}} applied to that method's "
+        "contenders (e.g. the delayed tree's shape chosen by experiments.delayed_grid: its chosen.json)",
+    )
+    ap.add_argument(
         "--out",
         default=None,
         help="where the rows go (<out>/repeat<k>/<model>/<bench>.jsonl); default "
@@ -474,8 +480,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         check_verifiers(args.contenders, args.sampling)
     except (ValueError, UserError) as exc:
         ap.error(str(exc))
+    try:
+        args.overrides = read_method_overrides(args.method_overrides, args.contenders)
+    except (ValueError, UserError) as exc:
+        ap.error(str(exc))
     args.out = Path(args.out or ROOT / "results" / "bench" / "_".join(filter(None, [args.model, args.dtype])))
     return args
+
+
+def read_method_overrides(path: str | None, contenders: Sequence[str]) -> dict[str, list[str]]:
+    """{method: Hydra overrides} from `path` (see --method-overrides), each contender's config composed with
+    them now, so that a bad override is refused before the model loads."""
+    if path is None:
+        return {}
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--method-overrides {path}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"--method-overrides {path}: a JSON object {{method: [overrides]}}")
+    table = {m: v["overrides"] if isinstance(v, dict) else v for m, v in raw.items()}
+    for method, overrides in table.items():
+        if not (isinstance(overrides, list) and all(isinstance(o, str) for o in overrides)):
+            raise ValueError(
+                f"--method-overrides {path}: {method}: a list of Hydra overrides, got {overrides!r}"
+            )
+    for name in contenders:
+        base = row_method(name).removesuffix("_auto")
+        if name.startswith("engine:") and table.get(base):
+            method_factory(base, table[base])  # validates the composed config
+    return table
 
 
 def show_partial(out: Path) -> dict[str, Any]:
@@ -522,7 +556,8 @@ def build_contenders(
             warm[name] = lambda ids, kw=kwargs: _generate(model, ids, 16, eos, 0, {"do_sample": False, **kw})
             continue
         verifier = contender_verifier(name)
-        make = method_factory(method.removesuffix("_auto"))
+        base = method.removesuffix("_auto")
+        make = method_factory(base, args.overrides.get(base, ()))
         if method.endswith("_auto"):
             make, latency_record = auto_budget(make, engine, profile)
             if profile is None:  # a resume drafts with the same curve

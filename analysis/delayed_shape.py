@@ -1,0 +1,96 @@
+"""The delayed tree's (K, L1, L2) per setting from the grid search's rows (experiments/delayed_grid.py):
+Thomas et al.'s static a_base (arXiv 2602.16994, §5), the shape with the highest measured tokens/s on the
+calibration prompts, and the table of every shape's score that `make figures` writes.
+
+A shape is scored over the prompts on which AR and every shape of its method have a row, so that each
+score covers the same prompts; tokens/s = generated tokens / wall seconds summed over them."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+SHAPE_KEYS = ("K", "L1", "L2")
+
+
+def _scores(rows: list[dict[str, Any]]) -> dict[str, dict[tuple[int, ...], dict[str, float]]]:
+    """{method: {shape: {tokens_per_s, tau, speedup_over_ar, prompts}}} over each method's common prompts."""
+    by_key: dict[tuple[str, tuple[int, ...]], dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
+    for r in rows:
+        by_key[(r["method"], tuple(r["shape"]))][(r["bench"], str(r["prompt_id"]))] = r
+    ar = by_key.pop(("ar", ()), {})
+    out: dict[str, dict[tuple[int, ...], dict[str, float]]] = {}
+    for method in sorted({m for m, _ in by_key}):
+        shapes = {s: runs for (m, s), runs in by_key.items() if m == method}
+        common = set(ar).intersection(*shapes.values())
+        if not common:
+            continue
+        ar_speed = sum(ar[p]["generated_tokens"] for p in common) / sum(ar[p]["wall_time_s"] for p in common)
+        out[method] = {}
+        for shape, runs in sorted(shapes.items()):
+            tokens = sum(runs[p]["generated_tokens"] for p in common)
+            speed = tokens / sum(runs[p]["wall_time_s"] for p in common)
+            out[method][shape] = {
+                "tokens_per_s": speed,
+                "tau": tokens / sum(runs[p]["forward_calls"] for p in common),
+                "speedup_over_ar": speed / ar_speed,
+                "prompts": len(common),
+            }
+    return out
+
+
+def choose_shapes(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{method: {"overrides": Hydra overrides of its (K, L1, L2), "shape", score fields}} — the fastest
+    shape of each method; `experiments.bench --method-overrides` reads the overrides."""
+    fields = {r["method"]: r["shape_fields"] for r in rows if r["method"] != "ar"}
+    chosen = {}
+    for method, scored in _scores(rows).items():
+        shape, score = max(scored.items(), key=lambda item: item[1]["tokens_per_s"])
+        overrides = [f"method.drafter.{f}={v}" for f, v in zip(fields[method], shape, strict=True)]
+        chosen[method] = {"overrides": overrides, "shape": list(shape), **score}
+    return chosen
+
+
+def shape_table(rows: list[dict[str, Any]], title: str) -> str:
+    """Markdown: every shape's tokens/s, speed-up over AR sampling and τ per method, the chosen one marked."""
+    scored = _scores(rows)
+    if not scored:
+        return ""
+    chosen = {m: tuple(c["shape"]) for m, c in choose_shapes(rows).items()}
+    lines = [
+        f"### {title}",
+        "",
+        "| method | (K, L1, L2) | tok/s | × AR sampling | τ | prompts |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method, shapes in scored.items():
+        for shape, s in shapes.items():
+            mark = " **chosen**" if shape == chosen[method] else ""
+            lines.append(
+                f"| {method} | {shape}{mark} | {s['tokens_per_s']:.1f} | {s['speedup_over_ar']:.2f} "
+                f"| {s['tau']:.2f} | {s['prompts']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def write_shape_tables(grid_root: Path, out: Path) -> Path | None:
+    """figures/delayed_shape.md from every <grid_root>/<setting>/grid.jsonl; None when there is none."""
+    parts = []
+    for grid in sorted(grid_root.glob("*/grid.jsonl")):
+        rows = [json.loads(line) for line in grid.read_text().splitlines() if line.strip()]
+        table = shape_table(rows, grid.parent.name)
+        if table:
+            parts.append(table)
+    if not parts:
+        return None
+    head = (
+        "# The delayed tree's (K, L1, L2) per setting\n\n"
+        "Grid search of measured tokens/s on calibration prompts that the matched evaluation does not use "
+        "(`make delayed-grid`, experiments/delayed_grid.py), side by side with AR sampling in one process; "
+        "the chosen shape is the one `make bench-verifiers` runs.\n\n"
+    )
+    path = out / "delayed_shape.md"
+    path.write_text(head + "\n".join(parts))
+    return path
