@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,9 @@ def prompts_label(record: dict) -> str:
     """Which prompts a bench run's rows hold, as its captions say it."""
     if record["args"].get("per_category"):
         return category_counts(record["per_prompt"])
-    return f"first {record['args'].get('limit')} prompts of each benchmark"
+    counts = set(Counter(p["bench"] for p in record["per_prompt"]).values())
+    n = counts.pop() if len(counts) == 1 else record["args"].get("limit")  # a run extended by --limit
+    return f"first {n} prompts of each benchmark"
 
 
 def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]], str]]:
@@ -258,21 +261,25 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
     for baseline in BASELINES:
         if baseline not in overall:
             continue
-        rows = []
-        for contender in overall:
-            if contender == baseline:
-                continue
-            row = [contender]
-            for b in benches:
-                row.append(spread(ratios(per_bench[b], contender, baseline)))
-            row.append(spread(ratios(overall, contender, baseline)))
-            rows.append(row)
         caption = (
             f"Tokens/s over {baseline}, median [min, max] over {args.get('repeats')} interleaved repeats: "
             + protocol
         )
         header = ["contender", *[bench_name(b) for b in benches], "all prompts"]
+        rows = ratio_rows(overall, per_bench, baseline)
         out.append((f"wall_clock_{name}_vs_{baseline.replace(':', '_')}", header, rows, caption))
+    same = same_text(data)
+    if same is not None:
+        overall, per_bench = per_repeat_tokens_per_s(same)
+        counts = Counter(p["bench"] for p in same["per_prompt"])
+        header = ["contender", *[f"{bench_name(b)} (n = {counts[b]})" for b in per_bench], "all prompts"]
+        caption = (
+            "Tokens/s over engine:ar on the prompts where every contender's output is engine:ar's (first "
+            "repeat), so that all of them generate the same text there; median [min, max] over "
+            f"{args.get('repeats')} interleaved repeats: {protocol}"
+        )
+        rows = ratio_rows(overall, per_bench, "engine:ar")
+        out.append((f"wall_clock_{name}_same_text_vs_engine_ar", header, rows, caption))
     identical = identity_rows(data)
     if identical:
         out.append(
@@ -286,6 +293,30 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
             )
         )
     return out
+
+
+def ratio_rows(
+    overall: dict[str, list[float]], per_bench: dict[str, dict[str, list[float]]], baseline: str
+) -> list[list[str]]:
+    """One row per contender but `baseline`: its tokens/s over the baseline's per benchmark and overall."""
+    return [
+        [contender, *[spread(ratios(per_bench[b], contender, baseline)) for b in per_bench]]
+        + [spread(ratios(overall, contender, baseline))]
+        for contender in overall
+        if contender != baseline
+    ]
+
+
+def same_text(record: dict) -> dict | None:
+    """The record restricted to the prompts on which every contender wrote engine AR's output (first repeat);
+    None when no output diverges (fp32: the full tables already compare the same texts) or none is left.
+    Where outputs diverge (bf16 near-ties), contenders generate different texts, which speculate unequally."""
+    identical = record["summary"].get("identical_to_engine_ar") or {}
+    differ = {(m["bench"], str(m["prompt_id"])) for e in identical.values() for m in e.get("mismatches", [])}
+    if not differ or "engine:ar" not in record["summary"]["tokens_per_s"]:
+        return None
+    kept = [p for p in record["per_prompt"] if (p["bench"], str(p["prompt_id"])) not in differ]
+    return {**record, "per_prompt": kept} if kept else None
 
 
 def print_record(data: dict, name: str = "") -> None:

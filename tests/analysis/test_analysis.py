@@ -40,6 +40,18 @@ SPINE_TREE = {  # root, a 4-node spine, two branches off the root and one off th
 }
 
 
+# the layer-skip self-draft's record (analysis/self_draft_cost.py): 3 of 12 sub-layers skipped
+SELF_DRAFT = {
+    "skip_attention": [2, 4],
+    "skip_mlp": [3],
+    "sublayers_per_forward": 12,
+    "draft_sublayers_per_forward": 9,
+    "skip_matchness": 0.5,
+    "draft_forwards": 20,
+    "draft_cost_per_step": 1.5,
+}
+
+
 def row(
     method, prompt, gen, calls, wall, bench="humaneval", config=None, offered=(0, 0), accepted=(0, 0), **extra
 ):
@@ -185,6 +197,9 @@ def grid_rows():
                 rows.append(
                     row("stand_chain", p, 40, calls, 3.0, bench, config=chain, verifier=verifier, **sampled)
                 )
+            rows.append(
+                row("self_draft", p, 40, 20, 2.0, bench, config=chain, drafter_stats=SELF_DRAFT, **sampled)
+            )
     for p in ("81", "161"):  # Spec-Bench questions: multi-turn conversation, translation
         rows += [row("ar", p, 40, 40, 4.0, "spec_bench"), row("goose", p, 40, 16, 2.0, "spec_bench")]
     return rows
@@ -340,6 +355,7 @@ EXPECTED = {
     "README.md",
     "verifier_eval.md",
     "verifier_orderings.md",
+    "self_draft_cost.md",
     "time_split.md",
     "time_split.tex",
     "all_cells.csv",
@@ -816,3 +832,55 @@ def test_sampling_table_pairs_each_sample_with_its_ar_sample_and_keeps_greedy_ro
     advantage = (tmp_path / "fig" / "sampling_goose_advantage.md").read_text()
     assert "| HumanEval | 0.7 | 4 | 2.00 | 1.60 | +25.0% |" in advantage  # max(PLD 1.6, TR 1.33)
     assert any(f.name == "sampling_tau_vs_temperature.png" for f in out.files)
+
+
+def test_where_outputs_diverge_the_same_text_table_keeps_only_the_prompts_all_contenders_share(tmp_path):
+    """bf16: a contender whose output leaves AR's on a prompt generates another text there; the
+    same-text table compares the contenders on the other prompts only (fp32 runs get no such table)."""
+    from analysis import wall_clock
+    from goose.records.results import read_rows
+
+    run = write_bench_rows(tmp_path)
+    out = tmp_path / "fig"
+    assert not any("same_text" in p.name for p in wall_clock.build(records(tmp_path), out).files)
+    for path in run.glob("repeat*/smollm2-135m/gsm8k.jsonl"):
+        rows = read_rows(path)
+        path.unlink()
+        for r in rows:
+            if r["method"] == "goose_auto":
+                r["output_ids"] = [7] * 30 + [8] * 30  # diverges at token 30
+            append_row(path, r)
+    wall_clock.build(records(tmp_path), out)
+    full = (out / "wall_clock_bfloat16_vs_engine_ar.md").read_text()
+    same = (out / "wall_clock_bfloat16_same_text_vs_engine_ar.md").read_text()
+    assert "| contender | HumanEval (n = 1) | all prompts |" in same  # GSM8K left out
+    humaneval = next(line for line in full.splitlines() if line.startswith("| engine:goose:auto")).split(
+        " | "
+    )[1]
+    assert f"| engine:goose:auto | {humaneval} | {humaneval} |" in same
+
+
+def test_the_self_draft_cost_table_splits_its_time_against_ar_sampling(grid, tmp_path):
+    """Per model × T × shape: the skip set, a draft forward against a full one (sub-layers: 9/12; seconds:
+    0.09·2 s over 20 draft forwards against 0.72·2 s over 19 steps), the time split, τ and the speed-up over
+    AR sampling of the same prompts (40 tokens in 2 s against 40 in 4 s)."""
+    from analysis import self_draft_cost
+
+    self_draft_cost.build(load(grid), tmp_path)
+    line = next(ln for ln in (tmp_path / "self_draft_cost.md").read_text().splitlines() if "| tiny |" in ln)
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[:13] == [
+        "tiny",
+        "0.7",
+        "chain",
+        "2.0 attn + 1.0 MLP of 12",
+        "0.50",
+        "0.75",
+        "0.12",
+        "1.50",
+        "9%",
+        "72%",
+        "10%",
+        "2.00",
+        "2.00",
+    ]
