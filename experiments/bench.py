@@ -37,6 +37,8 @@ trees. `--fresh` deletes <out> first; `--show-partial` prints the summary of the
 
 Sampling (`--temperature T`, `--top-p`, `--top-k`, `--seed`): every contender samples with the
 same settings and the runner's seeds (`SamplingPlan(seed)`: one sample per prompt).
+`--method-overrides FILE` applies Hydra overrides to a method's contenders, e.g. the delayed tree's
+(K, L1, L2) that experiments.delayed_grid chose for the setting (its chosen.json).
 
     python -m experiments.bench --threads 2 --dtype bfloat16 --out results/bench/bfloat16
     python -m experiments.bench --benches spec_bench --per-category 10 --chat-template auto \
