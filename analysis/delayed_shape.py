@@ -41,6 +41,11 @@ def _scores(rows: list[dict[str, Any]]) -> dict[str, dict[tuple[int, ...], dict[
     return out
 
 
+def shape_overrides(fields: list[str] | tuple[str, ...], shape: tuple[int, ...] | list[int]) -> list[str]:
+    """Hydra overrides setting (K, L1, L2) = `shape` through a method's own field names for them."""
+    return [f"method.drafter.{name}={value}" for name, value in zip(fields, shape, strict=True)]
+
+
 def choose_shapes(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """{method: {"overrides": Hydra overrides of its (K, L1, L2), "shape", score fields}} — the fastest
     shape of each method; `experiments.bench --method-overrides` reads the overrides."""
@@ -48,8 +53,7 @@ def choose_shapes(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     chosen = {}
     for method, scored in _scores(rows).items():
         shape, score = max(scored.items(), key=lambda item: item[1]["tokens_per_s"])
-        overrides = [f"method.drafter.{f}={v}" for f, v in zip(fields[method], shape, strict=True)]
-        chosen[method] = {"overrides": overrides, "shape": list(shape), **score}
+        chosen[method] = {"overrides": shape_overrides(fields[method], shape), "shape": list(shape), **score}
     return chosen
 
 

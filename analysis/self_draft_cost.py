@@ -16,7 +16,7 @@ import pandas as pd
 
 from analysis.load import Results
 from analysis.report import Output, Skip, cli, fmt, write_table
-from analysis.verifier_eval import drafter_and_shape, sampled_rows
+from analysis.verifier_eval import drafter_and_shape, sample_keys, sampled_rows
 
 DESCRIPTION = __doc__.splitlines()[0]
 
@@ -32,14 +32,15 @@ def cost_rows(res: Results) -> list[list[str]]:
     df = df[df["verifier"].fillna("auto") == "auto"] if "verifier" in df else df
     out = []
     for (model, temp), g in df.groupby(["model", "temperature"], sort=True):
-        ar = g[g["method"] == "ar"].set_index(["bench", "prompt_id"])
+        g = g.assign(key=g["bench"] + "/" + sample_keys(g))  # AR's row of the same prompt and seed
+        ar = g[g["method"] == "ar"].drop_duplicates("key").set_index("key")
         drafts = g[g["method"].str.startswith("self_draft")]
         for method, rows in drafts.groupby("method", sort=False):
-            rows = rows[[(b, p) in ar.index for b, p in zip(rows["bench"], rows["prompt_id"], strict=True)]]
+            rows = rows[rows["key"].isin(ar.index)]
             if rows.empty:
                 continue
             _, shape = drafter_and_shape(method, rows["method_config"].iloc[0])
-            ref = ar.loc[list(zip(rows["bench"], rows["prompt_id"], strict=True))]
+            ref = ar.loc[rows["key"]]
             attn = _stat(rows, "skip_attention").map(len).mean()
             mlp = _stat(rows, "skip_mlp").map(len).mean()
             sub = _stat(rows, "sublayers_per_forward").iloc[0]
@@ -97,7 +98,8 @@ def build(res: Results, out: Path) -> Output:
         "The layer-skip self-draft: skip set, draft cost against a full forward, time split, τ and speed-up",
         notes=[
             "verifier auto (recursive rejection sampling); time shares of the rows' summed wall seconds.",
-            "draft fwds' worth per step = sub-layers run drafting per verification step / 2L (draft_cost_per_step).",
+            "draft fwds' worth per step = sub-layers run drafting per verification step / 2L "
+            "(draft_cost_per_step).",
         ],
     )
     return Output(files)

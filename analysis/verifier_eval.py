@@ -5,9 +5,9 @@ temperature × drafter × draft shape × verifier; and whether the papers' order
 Rows: the sampled rows under `<records>/verifiers` (the side-by-side runs of `make bench-verifiers`) where
 there are any, else `Results.sampled_rows`; of them the drafters that carry their proposal q (STAND, the
 self-draft), every `sampling.verifier`. The draft shape is the method config's `shape` (tree when absent);
-the drafter is the method's name without its shape suffix. τ = Σ generated / Σ forward calls over every prompt and sample of
-the cell; every cell of one (model, bench, temperature) is restricted to the (prompt, seed) pairs all of
-them completed. `auto` on these drafters is recursive rejection sampling without replacement (`rrs`).
+the drafter is the method's name without its shape suffix. τ = Σ generated / Σ forward calls over every
+prompt and sample of the cell; every cell of one (model, bench, temperature) is restricted to the
+(prompt, seed) pairs all of them completed. `auto` on these drafters is recursive rejection sampling without replacement (`rrs`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,13 @@ def sampled_rows(res: Results) -> pd.DataFrame:
     return res.sampled_rows
 
 
+def sample_keys(df: pd.DataFrame) -> pd.Series:
+    """Each row's (prompt, sample seed) as one string "<prompt_id>#<seed>": the unit a sampled cell is
+    compared over."""
+    seeds = df["sample_seed"].map(lambda s: "" if s is None or s != s else str(int(s)))
+    return df["prompt_id"].astype(str) + "#" + seeds
+
+
 def _rows(res: Results) -> pd.DataFrame:
     df = sampled_rows(res)
     if df.empty:
@@ -76,8 +83,7 @@ def grid(res: Results) -> pd.DataFrame:
         drafts = g[g["method"] != "ar"]
         if drafts.empty:
             continue
-        seeds = g["sample_seed"].map(lambda s: "" if s is None or s != s else str(int(s)))
-        keys = g["prompt_id"].astype(str) + "#" + seeds
+        keys = sample_keys(g)
         groups = drafts.groupby(["method", "config_hash", "verifier"], sort=False).groups
         shared = set.intersection(*(set(keys[idx]) for idx in groups.values()))
         g = g[keys.isin(shared)]

@@ -12,9 +12,9 @@ accepted) from an online, calibrated estimator keyed by (source mask, depth, sou
 on the tokens committed since is labelled by whether it equals the committed token there (what
 sample-and-match verification accepts), so nodes past the verified cut teach as much as verified ones and
 the estimates carry no selection bias toward the sizes verified so far; a best-first heap orders the pool
-so that each prefix of b nodes is the subtree of size b with the largest E[accepted]; with a latency curve (budget=auto hands it over through
-`use_latency`) the verified b maximises E[committed | b] / t(b), else b = `budget`. Goose's own rules are
-untouched (`method=goose`).
+so that each prefix of b nodes is the subtree of size b with the largest E[accepted]; with a latency curve
+(budget=auto hands it over through `use_latency`) the verified b maximises E[committed | b] / t(b), else
+b = `budget`. Goose's own rules are untouched (`method=goose`).
 """
 
 from __future__ import annotations

@@ -180,23 +180,27 @@ def contender_verifier(contender: str) -> str:
     return contender.partition("@")[2] or "auto"
 
 
-def check_verifiers(contenders: Sequence[str], sampling: SamplingParams) -> None:
-    """Every `@verifier` must apply to its method's drafts at this temperature: the check `run.py` makes
-    (goose.harness.compose.check_drafter_verifier), before any model loads. UserError names what it needs."""
+def check_contenders(
+    contenders: Sequence[str], sampling: SamplingParams, overrides: dict[str, list[str]]
+) -> None:
+    """Every engine contender's config composed as it will run, before any model loads: its method's
+    --method-overrides, and its `@verifier`, which must apply to the drafts at this temperature (the check
+    `run.py` makes, goose.harness.compose.check_drafter_verifier). UserError names what is wrong."""
     for name in contenders:
-        verifier = contender_verifier(name)
-        if verifier == "auto":
+        if not name.startswith("engine:"):
             continue
         method = row_method(name).removesuffix("_auto")
-        method_factory(
-            method,
-            [
+        verifier = contender_verifier(name)
+        extra = list(overrides.get(method, ()))
+        if verifier != "auto":
+            extra += [
                 f"sampling.verifier={verifier}",
                 f"sampling.temperature={sampling.temperature}",
                 f"sampling.top_p={sampling.top_p}",
                 f"sampling.top_k={sampling.top_k}",
-            ],
-        )
+            ]
+        if extra:
+            method_factory(method, extra)
 
 
 def hf_name(contender: str, greedy: bool) -> str:
@@ -479,20 +483,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(str(exc).replace("sampling.", "--").replace("_", "-"))
     try:
         args.contenders = contender_names(args.methods, args.hf, args.sampling.greedy)
-        check_verifiers(args.contenders, args.sampling)
-    except (ValueError, UserError) as exc:
-        ap.error(str(exc))
-    try:
-        args.overrides = read_method_overrides(args.method_overrides, args.contenders)
+        args.overrides = read_method_overrides(args.method_overrides)
+        check_contenders(args.contenders, args.sampling, args.overrides)
     except (ValueError, UserError) as exc:
         ap.error(str(exc))
     args.out = Path(args.out or ROOT / "results" / "bench" / "_".join(filter(None, [args.model, args.dtype])))
     return args
 
 
-def read_method_overrides(path: str | None, contenders: Sequence[str]) -> dict[str, list[str]]:
-    """{method: Hydra overrides} from `path` (see --method-overrides), each contender's config composed with
-    them now, so that a bad override is refused before the model loads."""
+def read_method_overrides(path: str | None) -> dict[str, list[str]]:
+    """{method: Hydra overrides} from `path` (see --method-overrides); `check_contenders` composes them."""
     if path is None:
         return {}
     try:
@@ -507,10 +507,6 @@ def read_method_overrides(path: str | None, contenders: Sequence[str]) -> dict[s
             raise ValueError(
                 f"--method-overrides {path}: {method}: a list of Hydra overrides, got {overrides!r}"
             )
-    for name in contenders:
-        base = row_method(name).removesuffix("_auto")
-        if name.startswith("engine:") and table.get(base):
-            method_factory(base, table[base])  # validates the composed config
     return table
 
 

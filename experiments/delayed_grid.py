@@ -34,7 +34,7 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
-from analysis.delayed_shape import SHAPE_KEYS, choose_shapes  # noqa: E402
+from analysis.delayed_shape import SHAPE_KEYS, choose_shapes, shape_overrides  # noqa: E402
 from experiments.bench import load_prompts, method_factory, model_and_engine  # noqa: E402
 from goose.engine.core.decode import generate  # noqa: E402
 from goose.engine.core.sampling import SamplingParams, derive_seed  # noqa: E402
@@ -57,11 +57,6 @@ def shape_fields(method: str) -> tuple[str, str, str]:
             f"{drafter.get('shape')!r}); use a method whose drafter has shape: delayed, e.g. stand_delayed"
         )
     return fields
-
-
-def shape_overrides(fields: tuple[str, str, str], shape: tuple[int, int, int]) -> list[str]:
-    """Hydra overrides setting (K, L1, L2) = `shape` through the method's own field names."""
-    return [f"method.drafter.{name}={value}" for name, value in zip(fields, shape, strict=True)]
 
 
 def parse_ints(text: str, what: str, low: int) -> list[int]:

@@ -111,6 +111,26 @@ def test_a_verifier_that_does_not_apply_is_refused_before_loading_anything(metho
     assert needs in capsys.readouterr().err
 
 
+def test_a_verifier_is_checked_against_the_shape_the_overrides_give(tmp_path, capsys):
+    """stand_iid@gbv applies to the YAML's K i.i.d. paths, not to the chain an override makes of it."""
+    overrides = tmp_path / "overrides.json"
+    overrides.write_text('{"stand_iid": ["method.drafter.shape=chain"]}')
+    with pytest.raises(SystemExit):
+        bench.main(
+            [
+                "--methods",
+                "stand_iid@gbv",
+                "--temperature",
+                "1.0",
+                "--hf",
+                "",
+                "--method-overrides",
+                str(overrides),
+            ]
+        )
+    assert "needs K i.i.d. paths" in capsys.readouterr().err
+
+
 def test_a_greedy_run_refuses_a_named_verifier(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--methods", "stand_chain@block", "--hf", ""])
