@@ -101,7 +101,7 @@ reference:  ## re-run (resume) the CPU presets into $(RESULTS)
 		$(PYTHON) run.py +experiment=$$p data_dir=$(DATA_DIR) out_dir=$(RESULTS) threads=$(THREADS) || exit 1; \
 	done
 
-# make gpu-check: the engine on CUDA and the paper's shapes timed at 7B (results/gpu/); without CUDA
+# make gpu-check: the engine on CUDA and the paper's shapes timed at 7B (results/gpu/<gpu>/); without CUDA
 # the same stages at toy sizes on the CPU (outputs/gpu-check-cpu/, not kept). E.g. GPU_CHECK_ARGS="--stages timing".
 GPU_CHECK_ARGS ?=
 

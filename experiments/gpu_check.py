@@ -1,5 +1,5 @@
 """`make gpu-check`: the engine proven on CUDA, and the paper's setting measured at 7B scale, in one
-command; one JSON record, a figure and a table under results/gpu/, and a printed summary.
+command; one JSON record, a figure and a table under results/gpu/<the GPU's name>/, and a printed summary.
 
 Stages (`--stages`, default all, in this order; each merges its section into <out>/gpu_check.json,
 so that a run can be split over several invocations, e.g. where one command's time is limited;
@@ -132,7 +132,7 @@ class Profile:
 
 GPU = Profile(
     device="cuda",
-    out="results/gpu",
+    out="results/gpu/{gpu}",  # {gpu}: the device's name, e.g. nvidia-h100-80gb-hbm3
     shapes=("vicuna-7b", "llama3-8b"),
     dtype="float16",
     kv_lens=(512, 2048),
@@ -194,6 +194,15 @@ def _relative(path: Path) -> str:
         return str(path.resolve().relative_to(ROOT))
     except ValueError:
         return str(path.resolve())
+
+
+def gpu_slug(device: str) -> str:
+    """The device's name as a folder name (`NVIDIA H100 80GB HBM3` -> `nvidia-h100-80gb-hbm3`), so
+    that records of different GPUs sit side by side under results/gpu/."""
+    if torch.device(device).type != "cuda" or not torch.cuda.is_available():
+        return "cuda"
+    name = torch.cuda.get_device_name(torch.device(device))
+    return "-".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
 
 
 def release(device: str) -> None:
@@ -318,6 +327,17 @@ def lossless_shards(methods: list[str], shards: int) -> list[list[str]]:
     return [methods[k::shards] for k in range(shards)]
 
 
+def lossless_header(profile: Profile) -> dict[str, Any]:
+    """What the lossless stage ran: model, benchmarks, prompts, tokens and processes side by side."""
+    return {
+        "model": "smollm2-135m",
+        "benches": list(profile.lossless_benches),
+        "limit": profile.lossless_limit,
+        "max_new_tokens": profile.lossless_tokens,
+        "jobs": profile.lossless_jobs,
+    }
+
+
 def stage_lossless(
     profile: Profile, work: Path, data_dir: str, record: dict[str, Any], path: Path
 ) -> dict[str, Any]:
@@ -329,13 +349,8 @@ def stage_lossless(
     from experiments.lossless_stress import ALL_METHODS
 
     out: dict[str, Any] = record["stages"].setdefault("lossless", {})
-    out |= {
-        "model": "smollm2-135m",
-        "benches": list(profile.lossless_benches),
-        "limit": profile.lossless_limit,
-        "max_new_tokens": profile.lossless_tokens,
-        "jobs": profile.lossless_jobs,
-    }
+    out |= lossless_header(profile)
+    save_record(record, path)  # a run cut short can still be summarised from its rows (--lossless-rows)
     runs = [(dtype, dtype, []) for dtype in profile.lossless_dtypes]
     if profile.lossless_temperature is not None:
         temp = profile.lossless_temperature
@@ -758,7 +773,7 @@ def stage_projection(
         if not overhead:
             return {"error": f"no greedy lossless_stress rows with per-step records under {host_rows}"}
         source = (
-            f"SmolLM2 rows written by one process on the GPU machine's host ({host_rows}) for "
+            f"SmolLM2 rows written by one process on a GPU machine's host ({host_rows}) for "
             f"{', '.join(sorted(overhead))}; " + source + " otherwise"
         )
     elif lossless.get("rows"):
@@ -1045,12 +1060,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--stages", default=",".join(STAGES), help=f"any of {', '.join(STAGES)}")
     ap.add_argument("--device", default=None, help="default: cuda if torch sees one, else cpu (toy sizes)")
     ap.add_argument("--shapes", default=None, help="conf/shape names (default: the profile's)")
-    ap.add_argument("--out", default=None, help="default: results/gpu (CUDA) or outputs/gpu-check-cpu")
+    ap.add_argument(
+        "--out", default=None, help="default: results/gpu/<the GPU's name> (CUDA) or outputs/gpu-check-cpu"
+    )
     ap.add_argument("--data-dir", default="../shared/data", help="benchmark files (see run.py's data_dir)")
     ap.add_argument("--results", default="results/reference", help="the SmolLM2 rows to project")
     ap.add_argument("--compile", default=None, choices=("true", "false"), help="time torch.compile too")
     ap.add_argument("--limit", type=int, default=None, help="lossless: prompts per benchmark")
     ap.add_argument("--methods", default=None, help="lossless: comma-separated methods (default: all)")
+    ap.add_argument(
+        "--jobs", type=int, default=None, help="lossless: processes side by side (default: the profile's)"
+    )
     ap.add_argument(
         "--work", default=None, help="scratch (JUnit XML, SmolLM2 rows); default outputs/gpu_check/<device>"
     )
@@ -1106,10 +1126,15 @@ def main(argv: list[str] | None = None) -> int:
         changes["lossless_limit"] = args.limit
     if args.methods:
         changes["lossless_methods"] = args.methods
+    if args.jobs is not None:
+        if args.jobs < 1:
+            print(f"error: --jobs {args.jobs}: must be at least 1", file=sys.stderr)
+            return 2
+        changes["lossless_jobs"] = args.jobs
     profile = dataclasses.replace(profile, **changes)
     if args.threads:
         torch.set_num_threads(args.threads)
-    out = Path(profile.out)
+    out = Path(profile.out.format(gpu=gpu_slug(profile.device)))
     work = Path(args.work) if args.work else ROOT / "outputs" / "gpu_check" / profile.device.replace(":", "")
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -1132,7 +1157,11 @@ def main(argv: list[str] | None = None) -> int:
             result = stage_usedby(profile, work, out, args.data_dir, args.tokenizer)
         elif stage == "lossless" and args.lossless_rows:
             runs = sorted(p for p in Path(args.lossless_rows).iterdir() if p.is_dir())
-            result = record["stages"].get("lossless", {}) | {p.name: lossless_summary(p) for p in runs}
+            result = (
+                lossless_header(profile)
+                | record["stages"].get("lossless", {})
+                | {p.name: lossless_summary(p) for p in runs}
+            )
         elif stage == "lossless":
             result = stage_lossless(profile, work, args.data_dir, record, path)
         elif stage == "timing":

@@ -15,8 +15,8 @@ Replay: for a cost curve t(n) (one verification step of n nodes), a fixed method
 AR is Σ committed · t(1) / Σ t(n_i) over its recorded steps; hw_tree re-chooses each step's size b* =
 argmax E[committed | b] / t(b) from its estimates (not from the labels) and commits 1 + the deepest
 accepted node among the first b* nodes. Curves: this machine's (calibrated at recording), the committed
-GPU record (`results/gpu/gpu_check.json`: random weights with Vicuna-7B's and Llama-3-8B's shapes on an
-H200, eager and CUDA graphs, KV 512) and Sequoia's published profile t(8)/t(1) = 1.2, t(16)/t(1) = 1.4,
+GPU records (`results/gpu/<gpu>/gpu_check.json`: random weights with Vicuna-7B's and Llama-3-8B's shapes,
+eager and CUDA graphs, KV 512) and Sequoia's published profile t(8)/t(1) = 1.2, t(16)/t(1) = 1.4,
 t(32)/t(1) = 1.8 (arXiv 2402.12374; linear between and beyond). Assumed: the larger target accepts what
 SmolLM2 accepted, step for step, along the recorded trajectory; drafting costs nothing on the GPU
 host. Writes <out>/replay.json (the recording) and <out>/projection.{json,md}.
@@ -34,7 +34,7 @@ from analysis.projection import CostCurve
 from baselines.hw_tree_pool import best_size
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_RECORD = ROOT / "results" / "gpu" / "gpu_check.json"
+GPU_RECORDS = sorted((ROOT / "results" / "gpu").glob("*/gpu_check.json"))  # one per GPU
 SEQUOIA_PUBLISHED = {"sizes": [1, 8, 16, 32], "relative": [1.0, 1.2, 1.4, 1.8]}
 DEFAULT_METHODS = "goose,suffix,pld,opt_tree,tr"
 HW_TREE = "hw_tree"
@@ -147,13 +147,13 @@ def gpu_curves(path: Path, kv: str = "512") -> dict[str, Callable[[int], float]]
 
 
 def standard_curves(
-    cpu: Mapping[str, Any] | None, gpu_record: Path | None
+    cpu: Mapping[str, Any] | None, gpu_records: Sequence[Path] = ()
 ) -> dict[str, Callable[[int], float]]:
     curves: dict[str, Callable[[int], float]] = {}
     if cpu:
         curves["this machine (CPU; calibrated at recording)"] = curve_function(cpu["sizes"], cpu["seconds"])
-    if gpu_record is not None and gpu_record.is_file():
-        curves.update(gpu_curves(gpu_record))
+    for path in gpu_records:
+        curves.update(gpu_curves(path))
     s = SEQUOIA_PUBLISHED
     curves["Sequoia's profile (published, arXiv 2402.12374)"] = curve_function(s["sizes"], s["relative"])
     return curves
@@ -275,7 +275,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--methods", default=DEFAULT_METHODS, help="fixed-budget methods replayed beside hw_tree")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--gpu-record", default=str(GPU_RECORD))
+    ap.add_argument(
+        "--gpu-record",
+        action="append",
+        default=None,
+        help="a make gpu-check record (repeatable; default: every results/gpu/*/gpu_check.json)",
+    )
     ap.add_argument("--out", default="results/gpu_cost_replay")
     ap.add_argument("--replay-only", action="store_true", help="project <out>/replay.json again")
     return ap.parse_args(argv)
@@ -290,7 +295,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     else:
         rec = record(args)
         (out / "replay.json").write_text(json.dumps(rec))
-    table = project(rec, standard_curves(rec.get("cpu_curve"), Path(args.gpu_record)))
+    records = [Path(p) for p in args.gpu_record] if args.gpu_record else GPU_RECORDS
+    missing = [str(p) for p in records if not p.is_file()]
+    if missing:
+        raise SystemExit(f"gpu_cost_replay: no GPU record at {', '.join(missing)}")
+    table = project(rec, standard_curves(rec.get("cpu_curve"), records))
     (out / "projection.json").write_text(json.dumps(table, indent=1))
     text = markdown(table, rec)
     (out / "projection.md").write_text(text + "\n")

@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 
 from experiments.gpu_cost_replay import (
-    GPU_RECORD,
+    GPU_RECORDS,
     SEQUOIA_PUBLISHED,
     committed_at,
     curve_function,
-    gpu_curves,
     markdown,
     path_labels,
     project,
     replay_fixed,
     replay_hw_tree,
+    standard_curves,
     winners,
 )
 
@@ -88,11 +88,13 @@ def test_curves_of_the_gpu_record_and_the_published_profile():
     t = curve_function(s["sizes"], s["relative"])
     assert (t(1), t(8), t(16), t(32)) == pytest.approx((1.0, 1.2, 1.4, 1.8))
     assert t(24) == pytest.approx(1.6) and t(64) == pytest.approx(2.6)  # linear between and beyond
-    curves = gpu_curves(GPU_RECORD)
-    names = " ".join(curves)
-    assert "vicuna-7b eager" in names and "graphs" in names and "measured" in names
-    for c in curves.values():
-        assert c(64) >= c(1) > 0
+    assert len(GPU_RECORDS) >= 2  # the shipped H200 and H100 records
+    curves = standard_curves(None, GPU_RECORDS)
+    for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):  # each GPU's curves under their own names
+        names = " ".join(k for k in curves if f"({gpu}," in k)
+        assert "vicuna-7b eager" in names and "llama3-8b graphs" in names and "measured" in names
+    for name, c in curves.items():
+        assert c(64) >= c(1) > 0, name
 
 
 def test_recorded_labels_agree_with_the_engine_on_the_verified_prefix():
