@@ -155,3 +155,20 @@ def test_the_bandwidth_floor_counts_the_weights_a_step_reads_and_the_kv_cache():
     kv = 2 * c["num_hidden_layers"] * c.get("num_key_value_heads", c["num_attention_heads"]) * head_dim * 4
     assert floor["kv_bytes_per_token"] == kv
     assert floor["seconds"]["64"] == pytest.approx((floor["weight_bytes_read"] + 64 * kv) / 1e9)
+
+
+def test_rows_of_a_lossless_run_cut_short_are_summarised_with_the_stage_header(tmp_path, capsys):
+    """A host's time limit can stop the lossless stage before it writes its section: summarising the
+    rows it left (--lossless-rows) still records what was run and prints the summary."""
+    out, rows = tmp_path / "gpu", tmp_path / "rows"
+    (rows / "float32").mkdir(parents=True)  # a run whose processes were stopped before any row
+    args = ["--device", "cpu", "--stages", "lossless", "--lossless-rows", str(rows), "--jobs", "4"]
+    assert gpu_check.main([*args, "--out", str(out)]) == 0
+    lossless = json.loads((out / "gpu_check.json").read_text())["stages"]["lossless"]
+    assert lossless["model"] == "smollm2-135m" and lossless["jobs"] == 4 and lossless["limit"] >= 1
+    assert "no method row was written" in capsys.readouterr().out
+
+
+def test_jobs_below_one_is_refused(capsys):
+    assert gpu_check.main(["--device", "cpu", "--stages", "lossless", "--jobs", "0"]) == 2
+    assert "--jobs 0: must be at least 1" in capsys.readouterr().err
