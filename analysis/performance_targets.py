@@ -21,6 +21,13 @@ Targets (SmolLM2-135M on a CPU with 2 threads unless the row says otherwise):
     engine AR >= 2.0x hf greedy        every bench record, all prompts
     Gemma-3-270M: Goose auto >= 1.5x engine AR   the Gemma bench records in bf16, all prompts
 
+At 7B shape on a GPU (`results/gpu/<gpu>/gpu_check.json`, experiments/gpu_check.py; random fp16
+weights, per shape and KV length, the eager engine and the one replayed from CUDA graphs):
+
+    GPU: t(1) <= 1.6x its floor        t(1) over the bandwidth floor the same run measured
+    GPU: t(64)/t(1) <= 1.3             the cost curve's median steps
+    GPU: engine AR >= 2.0x generate    against eager `transformers` `generate`, interleaved rounds
+
 A bench ratio is taken within each repeat from the record's per-prompt runs (analysis.wall_clock).
 Records from different machines are not comparable with each other: the machine column says
 where each figure was measured.
@@ -46,6 +53,9 @@ GOOSE_OVER_HF_PLD = 1.5
 AR_OVER_HF_GREEDY = 2.0
 GEMMA_GOOSE_OVER_AR = 1.5
 GOOSE = "engine:goose:auto"
+GPU_FLOOR_TARGET = 1.6
+GPU_T64_TARGET = 1.3
+GPU_AR_OVER_GENERATE = 2.0
 
 
 def spread(values: list[float]) -> tuple[float, float, float]:
@@ -104,6 +114,61 @@ def forward_speed_rows(path: Path, record: dict) -> list[list[str]]:
                         where,
                         f"{ms:.1f} ms = {fmt(over)} floor ({1e3 * floor[64]:.1f} ms)",
                         "(no target)",
+                    ]
+                )
+    return rows
+
+
+def gpu_rows(path: Path, record: dict) -> list[list[str]]:
+    """The GPU targets in one `make gpu-check` record: per shape and KV length, t(1) over its floor and
+    t(64)/t(1) for the eager and the graphed engine; per shape, engine AR (both) over `generate`."""
+    rows = []
+    gpu = (record.get("environment", {}).get("hardware", {}) or {}).get("gpu") or "no GPU"
+    for shape, timing in (record.get("stages", {}).get("timing") or {}).items():
+        where = f"{gpu}, {shape} shape, random {timing.get('dtype', '')} weights"
+        source = f"`gpu/{path.parent.name}/{path.name}`"
+        floor = timing.get("bandwidth_floor", {}).get("seconds", {})
+        engines = {"eager": timing.get("cost_curve") or {}}
+        if (timing.get("graphs") or {}).get("cost_curve"):
+            engines["CUDA graphs"] = timing["graphs"]["cost_curve"]
+        for engine, curves in engines.items():
+            for kv, curve in curves.items():
+                t1 = curve["seconds"][0]
+                if kv in floor:
+                    rows.append(
+                        [
+                            f"GPU: t(1) ≤ {GPU_FLOOR_TARGET}× floor",
+                            f"{source} {engine}, KV {kv}",
+                            where,
+                            f"{1e3 * t1:.2f} ms = {t1 / floor[kv]:.2f}× floor ({1e3 * floor[kv]:.2f} ms)",
+                            verdict(t1 / floor[kv], GPU_FLOOR_TARGET, at_most=True),
+                        ]
+                    )
+                if 64 in curve["sizes"]:
+                    t64 = curve["seconds"][curve["sizes"].index(64)] / t1
+                    rows.append(
+                        [
+                            f"GPU: t(64)/t(1) ≤ {GPU_T64_TARGET}",
+                            f"{source} {engine}, KV {kv}",
+                            where,
+                            f"{t64:.2f}",
+                            verdict(t64, GPU_T64_TARGET, at_most=True),
+                        ]
+                    )
+        race = timing.get("ar_vs_generate") or {}
+        for engine, key in (
+            ("eager", "engine:ar_over_generate"),
+            ("CUDA graphs", "engine:ar+graphs_over_generate"),
+        ):
+            if key in race:
+                r = race[key]
+                rows.append(
+                    [
+                        f"GPU: engine AR ≥ {GPU_AR_OVER_GENERATE}× generate",
+                        f"{source} {engine}",
+                        where,
+                        fmt((r["median"], r["min"], r["max"])),
+                        verdict(r["median"], GPU_AR_OVER_GENERATE),
                     ]
                 )
     return rows
@@ -198,8 +263,10 @@ def build(res: Results, out: Path) -> Output:
         rows += forward_speed_rows(path, json.loads(path.read_text()))
     for name, record in bench_records(records):
         rows += bench_rows(name, record)
+    for path in sorted((records / "gpu").glob("*/gpu_check.json")):
+        rows += gpu_rows(path, json.loads(path.read_text()))
     if not rows:
-        raise Skip(f"no forward_speed/*.json record or greedy bench run in {records}")
+        raise Skip(f"no forward_speed/*.json record, greedy bench run or gpu/*/gpu_check.json in {records}")
     order = [
         "one-token",
         "t(16)",
@@ -208,6 +275,9 @@ def build(res: Results, out: Path) -> Output:
         "Goose auto ≥ 1.5",
         "engine AR",
         "Gemma",
+        "GPU: t(1)",
+        "GPU: t(64)",
+        "GPU: engine AR",
     ]
     rows.sort(key=lambda r: next((i for i, p in enumerate(order) if r[0].startswith(p)), len(order)))
     caption = (

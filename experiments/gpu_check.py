@@ -196,13 +196,17 @@ def _relative(path: Path) -> str:
         return str(path.resolve())
 
 
+def folder_name(gpu: str) -> str:
+    """A GPU's name as a folder name (`NVIDIA H100 80GB HBM3` -> `nvidia-h100-80gb-hbm3`), so that records
+    of different GPUs sit side by side under results/gpu/."""
+    return "-".join("".join(c if c.isalnum() else " " for c in gpu.lower()).split()) or "cuda"
+
+
 def gpu_slug(device: str) -> str:
-    """The device's name as a folder name (`NVIDIA H100 80GB HBM3` -> `nvidia-h100-80gb-hbm3`), so
-    that records of different GPUs sit side by side under results/gpu/."""
+    """`folder_name` of the CUDA device's name; `cuda` where none is visible (a record summarised at home)."""
     if torch.device(device).type != "cuda" or not torch.cuda.is_available():
         return "cuda"
-    name = torch.cuda.get_device_name(torch.device(device))
-    return "-".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
+    return folder_name(torch.cuda.get_device_name(torch.device(device)))
 
 
 def release(device: str) -> None:

@@ -6,7 +6,7 @@
 # the log to $OUT when it is set.
 #
 #   GPU_CHECK_SECONDS=300 bash experiments/gpu_host.sh --stages tests,usedby,timing --tokenizer .gpu/tokenizer
-#   GPU_CHECK_SECONDS=270 bash experiments/gpu_host.sh --stages lossless
+#   GPU_CHECK_SECONDS=480 bash experiments/gpu_host.sh --stages lossless
 #
 # GPU_CHECK_SECONDS stops gpu_check after that many seconds; every stage (every timed shape) is
 # saved as it finishes, so a run cut short keeps what it measured.

@@ -674,6 +674,47 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
     assert "lowest GSM8K 1.33×" in row and row.endswith("| **not met** |")
 
 
+def test_performance_targets_read_the_gpu_records_per_engine_and_kv_length(tmp_path):
+    """A `make gpu-check` record: t(1) over its floor and t(64)/t(1) per engine and KV length, engine AR
+    over generate per engine, each met or not against the GPU targets."""
+    from analysis import performance_targets
+
+    curve = {"sizes": [1, 16, 64], "seconds": [0.0075, 0.009, 0.0105]}  # t(64)/t(1) = 1.4
+    timing = {
+        "dtype": "float16",
+        "cost_curve": {"512": {"sizes": [1, 16, 64], "seconds": [0.020, 0.021, 0.024]}},
+        "bandwidth_floor": {"seconds": {"512": 0.005}},
+        "graphs": {"cost_curve": {"512": curve}},
+        "ar_vs_generate": {
+            "engine:ar_over_generate": {"median": 1.5, "min": 1.4, "max": 1.6},
+            "engine:ar+graphs_over_generate": {"median": 3.5, "min": 3.0, "max": 3.6},
+        },
+    }
+    record = {"environment": {"hardware": {"gpu": "Test GPU"}}, "stages": {"timing": {"vicuna-7b": timing}}}
+    write_record(tmp_path / "gpu" / "test-gpu", "gpu_check.json", record)
+    out = tmp_path / "fig"
+    performance_targets.build(records(tmp_path), out)
+    rows = [r for r in (out / "performance_targets.md").read_text().splitlines() if r.startswith("| GPU")]
+    cells = {
+        (c[0], c[1].split("` ")[-1]): (c[2], c[3], c[4])
+        for c in ([x.strip() for x in r.strip("|").split(" | ")] for r in rows)
+    }
+    where = "Test GPU, vicuna-7b shape, random float16 weights"
+    assert cells[("GPU: t(1) ≤ 1.6× floor", "eager, KV 512")] == (
+        where,
+        "20.00 ms = 4.00× floor (5.00 ms)",
+        "**not met**",
+    )
+    assert cells[("GPU: t(1) ≤ 1.6× floor", "CUDA graphs, KV 512")][1:] == (
+        "7.50 ms = 1.50× floor (5.00 ms)",
+        "met",
+    )
+    assert cells[("GPU: t(64)/t(1) ≤ 1.3", "eager, KV 512")][1:] == ("1.20", "met")
+    assert cells[("GPU: t(64)/t(1) ≤ 1.3", "CUDA graphs, KV 512")][1:] == ("1.40", "**not met**")
+    assert cells[("GPU: engine AR ≥ 2.0× generate", "eager")][1:] == ("1.50× [1.40, 1.60]", "**not met**")
+    assert cells[("GPU: engine AR ≥ 2.0× generate", "CUDA graphs")][1:] == ("3.50× [3.00, 3.60]", "met")
+
+
 def test_make_figures_writes_every_file(grid, tmp_path, capsys):
     out = tmp_path / "fig"
     write_bench_record(tmp_path / "rec")

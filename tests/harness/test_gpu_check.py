@@ -172,3 +172,11 @@ def test_rows_of_a_lossless_run_cut_short_are_summarised_with_the_stage_header(t
 def test_jobs_below_one_is_refused(capsys):
     assert gpu_check.main(["--device", "cpu", "--stages", "lossless", "--jobs", "0"]) == 2
     assert "--jobs 0: must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("gpu", "folder"),
+    [("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"), ("NVIDIA H200", "nvidia-h200"), ("  ", "cuda")],
+)
+def test_a_gpu_record_goes_to_a_folder_named_after_the_gpu(gpu, folder):
+    assert gpu_check.folder_name(gpu) == folder
