@@ -5,7 +5,8 @@ curves. A projection, not a measurement.
         --max-new-tokens 128 --threads 1 --out results/gpu_cost_replay
 
 Recording (greedy, T = 0): every method of --methods at its configured budget, and hw_tree
-(baselines/hw_tree.py) sized with this machine's latency curve (as budget=auto), on the same prompts. Per
+(baselines/hw_tree.py; `--hw-tree-set FIELD=VALUE` changes its config, e.g. a wider adjacency) sized with this
+machine's latency curve (as budget=auto), on the same prompts. Per
 step a fixed method leaves (tree size, tokens committed); hw_tree leaves its whole best-first candidate
 pool before sizing (up to B nodes): each node's estimated P(path accepted), its parent, and whether it
 would have been accepted, read off the generated output (at T = 0 a node is accepted iff its path equals
@@ -105,9 +106,10 @@ def project(record: Mapping[str, Any], curves: Mapping[str, Callable[[int], floa
     for curve_name, t in curves.items():
         for bench in [*record["benches"], "all"]:
             prompts = [p for p in record["prompts"] if bench in ("all", p["bench"])]
-            methods = sorted({m for p in prompts for m in p["steps"]} | ({HW_TREE} if prompts else set()))
+            pool_method = record.get("pool_method", HW_TREE)
+            methods = sorted({m for p in prompts for m in p["steps"]} | ({pool_method} if prompts else set()))
             for method in methods:
-                if method == HW_TREE:
+                if method == pool_method:
                     pools = [s for p in prompts for s in p.get("hw_tree_pools", [])]
                     if not pools:
                         continue
@@ -238,8 +240,9 @@ def record(args: argparse.Namespace) -> dict[str, Any]:
     )
     methods = [m for m in args.methods.split(",") if m and m != HW_TREE]
     drafters = {m: method_factory(m)() for m in methods}  # one per method across prompts, as in a run
-    hw = method_factory(HW_TREE)()
+    hw = method_factory(HW_TREE, [f"method.drafter.{o}" for o in args.hw_tree_set])()
     assert isinstance(hw, HwTreeDrafter)
+    pool_method = HW_TREE + (f"[{','.join(args.hw_tree_set)}]" if args.hw_tree_set else "")
     hw.use_latency(table)
     hw.full_pool = True  # the whole pool up to B, so that other curves can size it differently
     out: dict[str, Any] = {
@@ -248,6 +251,7 @@ def record(args: argparse.Namespace) -> dict[str, Any]:
         "benches": args.benches.split(","),
         "max_new_tokens": args.max_new_tokens,
         "cpu_curve": {"sizes": list(table.sizes), "seconds": list(table.seconds)},
+        "pool_method": pool_method,
         "prompts": [],
     }
     for p in prompts:
@@ -258,7 +262,7 @@ def record(args: argparse.Namespace) -> dict[str, Any]:
         recorder = PoolRecorder(hw)
         gen = generate(engine, hw, p.ids, args.max_new_tokens, on_step=recorder)
         pools = recorder.labelled(gen.output_ids)
-        entry["steps"][HW_TREE + "_recorded"] = [[s.tree_size, s.new_tokens] for s in gen.steps]
+        entry["steps"][pool_method + "_recorded"] = [[s.tree_size, s.new_tokens] for s in gen.steps]
         entry["hw_tree_pools"] = pools
         out["prompts"].append(entry)
         print(f"recorded {p.bench} {p.prompt_id}")
@@ -274,6 +278,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--methods", default=DEFAULT_METHODS, help="fixed-budget methods replayed beside hw_tree")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--hw-tree-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="an HwTreeConfig field for the recorded pools, e.g. adj_width=10 (repeatable)",
+    )
     ap.add_argument("--data-dir", default=None)
     ap.add_argument(
         "--gpu-record",

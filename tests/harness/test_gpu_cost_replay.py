@@ -83,6 +83,17 @@ def test_projection_and_winner_on_a_hand_built_recording():
     assert "projection, not a measurement" in markdown(table, record)
 
 
+def test_pools_recorded_with_other_hw_tree_fields_are_replayed_under_their_own_name():
+    name = "hw_tree[adj_width=10]"
+    record = {
+        "benches": ["a"],
+        "pool_method": name,
+        "prompts": [{"bench": "a", "steps": {"pld": [[4, 3]]}, "hw_tree_pools": [CHAIN]}],
+    }
+    got = {(r["bench"], r["method"]): r["speedup"] for r in project(record, {"flat": lambda n: 1.0})}
+    assert got[("a", name)] == pytest.approx(3.0) and ("a", "hw_tree") not in got
+
+
 def test_curves_of_the_gpu_record_and_the_published_profile():
     s = SEQUOIA_PUBLISHED
     t = curve_function(s["sizes"], s["relative"])
