@@ -87,6 +87,18 @@ def test_calibration_curve_and_error():
     assert hw_tree_calibration.pooled_bins([row("pld")]) is None
 
 
+def test_calibration_per_benchmark_sums_predicted_against_accepted():
+    rows = [row("hw_tree", bench="humaneval", drafter_stats=HW_STATS), row("hw_tree", bench="gsm8k")]
+    found = hw_tree_calibration.bench_totals([("runs", rows)])
+    assert [(b, [p["nodes"] for p in pts]) for _, _, _, b, pts in found] == [("humaneval", [4, 6])]
+    note = hw_tree_calibration.bench_note(*found[0])
+    # HW_STATS: 10 verified nodes, predictions summing to 0.2 + 5.7, 1 + 3 accepted
+    assert note == (
+        "runs smollm2-135m hw_tree humaneval: 10 verified nodes, Σ predicted 6 against 4 accepted (1.48×), "
+        "ECE 0.350"
+    )
+
+
 def write_rows(folder: Path, rows: list[dict]) -> None:
     path = folder / "smollm2-135m" / "humaneval.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
