@@ -109,7 +109,8 @@ def bench_note(run: str, model: str, method: str, bench: str, points: Sequence[M
 
 
 def build(res: Results, out: Path) -> Output:
-    found = calibration_sets(row_sets(res))
+    sets = row_sets(res)  # every bench run's rows, read from disk once
+    found = calibration_sets(sets)
     if not found:
         raise Skip("no hw_tree rows with calibration counts (run method=hw_tree)")
     body = []
@@ -141,7 +142,7 @@ def build(res: Results, out: Path) -> Output:
             "ECE = node-weighted mean |predicted − observed| over the bins.",
             "Per benchmark (Σ predicted over Σ accepted above 1: the estimates overrate that benchmark's "
             "nodes):",
-            *(bench_note(*b) for b in bench_totals(row_sets(res))),
+            *(bench_note(*b) for b in bench_totals(sets)),
         ],
     )
     files += _figure(found, out)

@@ -7,7 +7,8 @@ there are any, else `Results.sampled_rows`; of them the drafters that carry thei
 self-draft), every `sampling.verifier`. The draft shape is the method config's `shape` (tree when absent);
 the drafter is the method's name without its shape suffix. τ = Σ generated / Σ forward calls over every
 prompt and sample of the cell; every cell of one (model, bench, temperature) is restricted to the
-(prompt, seed) pairs all of them completed. `auto` on these drafters is recursive rejection sampling without replacement (`rrs`).
+(prompt, seed) pairs all of them completed. `auto` on these drafters is recursive rejection sampling
+without replacement (`rrs`).
 """
 
 from __future__ import annotations
