@@ -5,8 +5,8 @@ curves. A projection, not a measurement.
         --max-new-tokens 128 --threads 1 --out results/gpu_cost_replay
 
 Recording (greedy, T = 0): every method of --methods at its configured budget, and hw_tree
-(baselines/hw_tree.py; `--hw-tree-set FIELD=VALUE` changes its config, e.g. a wider adjacency) sized with this
-machine's latency curve (as budget=auto), on the same prompts. Per
+(baselines/hw_tree.py; `--hw-tree-set FIELD=VALUE` changes its config, e.g. a wider adjacency) sized
+with this machine's latency curve (as budget=auto), on the same prompts. Per
 step a fixed method leaves (tree size, tokens committed); hw_tree leaves its whole best-first candidate
 pool before sizing (up to B nodes): each node's estimated P(path accepted), its parent, and whether it
 would have been accepted, read off the generated output (at T = 0 a node is accepted iff its path equals
@@ -299,6 +299,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     args = parse_args(argv)
+    records = [Path(p) for p in args.gpu_record] if args.gpu_record else GPU_RECORDS
+    missing = [str(p) for p in records if not p.is_file()]
+    if missing:  # refused before minutes of recording
+        raise SystemExit(f"gpu_cost_replay: no GPU record at {', '.join(missing)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.replay_only:
@@ -306,10 +310,6 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     else:
         rec = record(args)
         (out / "replay.json").write_text(json.dumps(rec))
-    records = [Path(p) for p in args.gpu_record] if args.gpu_record else GPU_RECORDS
-    missing = [str(p) for p in records if not p.is_file()]
-    if missing:
-        raise SystemExit(f"gpu_cost_replay: no GPU record at {', '.join(missing)}")
     table = project(rec, standard_curves(rec.get("cpu_curve"), records))
     (out / "projection.json").write_text(json.dumps(table, indent=1))
     text = markdown(table, rec)

@@ -129,3 +129,11 @@ def test_recorded_labels_agree_with_the_engine_on_the_verified_prefix():
     for pool, step in list(zip(pools, gen.steps, strict=True))[:-1]:  # the last step may be cut at the limit
         assert committed_at(pool["labels"], pool["parents"], pool["verified"]) == step.new_tokens
     assert any(len(p["values"]) > p["verified"] for p in pools)  # the pools hold more than was verified
+
+
+def test_a_missing_gpu_record_is_refused_before_recording(tmp_path):
+    from experiments import gpu_cost_replay
+
+    with pytest.raises(SystemExit, match="no GPU record at .*nowhere.json"):
+        gpu_cost_replay.main(["--gpu-record", str(tmp_path / "nowhere.json"), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()  # nothing recorded, nothing written
