@@ -5,22 +5,27 @@ curves. A projection, not a measurement.
         --max-new-tokens 128 --threads 1 --out results/gpu_cost_replay
 
 Recording (greedy, T = 0): every method of --methods at its configured budget, and hw_tree
-(baselines/hw_tree.py; `--hw-tree-set FIELD=VALUE` changes its config, e.g. a wider adjacency) sized
-with this machine's latency curve (as budget=auto), on the same prompts. Per
-step a fixed method leaves (tree size, tokens committed); hw_tree leaves its whole best-first candidate
-pool before sizing (up to B nodes): each node's estimated P(path accepted), its parent, and whether it
-would have been accepted, read off the generated output (at T = 0 a node is accepted iff its path equals
-the greedy continuation, and the output equals AR's).
+(baselines/hw_tree.py; `--hw-tree-set FIELD=VALUE` changes its config, e.g. a wider adjacency) once per
+cost curve, sized with that curve while it runs (as budget=auto sizes it with a machine's), on the same
+prompts. Per step a fixed method leaves (tree size, tokens committed); hw_tree leaves its whole best-first
+candidate pool before sizing (up to B nodes): each node's estimated P(path accepted), its parent, and
+whether it would have been accepted, read off the generated output (at T = 0 a node is accepted iff its
+path equals the greedy continuation, and the output equals AR's). hw_tree is recorded per curve because
+its trajectory depends on its sizes: steps of larger trees start at other anchors, and every verified node
+feeds the adjacency table the next steps draft from, so one recording re-sized for another curve counts
+a long copied run again at each of the anchors inside it and misses what larger trees teach the table.
 
 Replay: for a cost curve t(n) (one verification step of n nodes), a fixed method's projected speed-up over
-AR is Σ committed · t(1) / Σ t(n_i) over its recorded steps; hw_tree re-chooses each step's size b* =
-argmax E[committed | b] / t(b) from its estimates (not from the labels) and commits 1 + the deepest
-accepted node among the first b* nodes. Curves: this machine's (calibrated at recording), the committed
-GPU records (`results/gpu/<gpu>/gpu_check.json`: random weights with Vicuna-7B's and Llama-3-8B's shapes,
-eager and CUDA graphs, KV 512) and Sequoia's published profile t(8)/t(1) = 1.2, t(16)/t(1) = 1.4,
-t(32)/t(1) = 1.8 (arXiv 2402.12374; linear between and beyond). Assumed: the larger target accepts what
-SmolLM2 accepted, step for step, along the recorded trajectory; drafting costs nothing on the GPU
-host. Writes <out>/replay.json (the recording) and <out>/projection.{json,md}.
+AR is Σ committed · t(1) / Σ t(n_i) over its recorded steps; hw_tree's steps recorded under that curve are
+sized again with b* = argmax E[committed | b] / t(b) from its estimates (not from the labels; the sizes it
+verified) and commit 1 + the deepest accepted node among the first b* nodes. A curve without its own
+recording (a GPU record added after it; `--replay-only`) re-sizes the pools recorded under this machine's
+curve, marked as such. Curves: this machine's (calibrated at recording), the committed GPU records
+(`results/gpu/<gpu>/gpu_check.json`: random weights with Vicuna-7B's and Llama-3-8B's shapes, eager and
+CUDA graphs, KV 512) and Sequoia's published profile t(8)/t(1) = 1.2, t(16)/t(1) = 1.4, t(32)/t(1) = 1.8
+(arXiv 2402.12374; linear between and beyond). Assumed: the larger target accepts what SmolLM2 accepted,
+step for step, along the recorded trajectory; drafting costs nothing on the GPU host. Writes
+<out>/replay.json (the recording) and <out>/projection.{json,md}.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ GPU_RECORDS = sorted((ROOT / "results" / "gpu").glob("*/gpu_check.json"))  # one
 SEQUOIA_PUBLISHED = {"sizes": [1, 8, 16, 32], "relative": [1.0, 1.2, 1.4, 1.8]}
 DEFAULT_METHODS = "goose,suffix,pld,opt_tree,tr"
 HW_TREE = "hw_tree"
+THIS_MACHINE = "this machine (CPU; calibrated at recording)"
 
 
 # ------------------------------------------------------------------------------------ pure replay
@@ -100,8 +106,20 @@ def replay_hw_tree(pools: Sequence[Mapping[str, Any]], t: Callable[[int], float]
     return replay_fixed(steps, t)
 
 
+def pools_for(prompt: Mapping[str, Any], curve: str) -> tuple[list[Mapping[str, Any]], bool]:
+    """hw_tree's pools of a prompt for `curve`: those recorded under it, else (True) those recorded under
+    this machine's curve, to be re-sized (a recording of one list is this machine's)."""
+    pools = prompt.get("hw_tree_pools", {})
+    if isinstance(pools, list):
+        pools = {THIS_MACHINE: pools}
+    if curve in pools:
+        return list(pools[curve]), False
+    return list(pools.get(THIS_MACHINE, [])), True
+
+
 def project(record: Mapping[str, Any], curves: Mapping[str, Callable[[int], float]]) -> list[dict[str, Any]]:
-    """One row per curve × bench (and "all") × method of the recording."""
+    """One row per curve × bench (and "all") × method of the recording; hw_tree's rows say whether its pools
+    were recorded under the curve or re-sized from this machine's (`resized`)."""
     out = []
     for curve_name, t in curves.items():
         for bench in [*record["benches"], "all"]:
@@ -109,14 +127,17 @@ def project(record: Mapping[str, Any], curves: Mapping[str, Callable[[int], floa
             pool_method = record.get("pool_method", HW_TREE)
             methods = sorted({m for p in prompts for m in p["steps"]} | ({pool_method} if prompts else set()))
             for method in methods:
+                extra: dict[str, Any] = {}
                 if method == pool_method:
-                    pools = [s for p in prompts for s in p.get("hw_tree_pools", [])]
+                    found = [pools_for(p, curve_name) for p in prompts]
+                    pools = [s for ps, _ in found for s in ps]
                     if not pools:
                         continue
                     res = replay_hw_tree(pools, t)
+                    extra["resized"] = any(r for _, r in found)
                 else:
                     res = replay_fixed([s for p in prompts for s in p["steps"].get(method, [])], t)
-                out.append({"curve": curve_name, "bench": bench, "method": method, **res})
+                out.append({"curve": curve_name, "bench": bench, "method": method, **res, **extra})
     return out
 
 
@@ -153,7 +174,7 @@ def standard_curves(
 ) -> dict[str, Callable[[int], float]]:
     curves: dict[str, Callable[[int], float]] = {}
     if cpu:
-        curves["this machine (CPU; calibrated at recording)"] = curve_function(cpu["sizes"], cpu["seconds"])
+        curves[THIS_MACHINE] = curve_function(cpu["sizes"], cpu["seconds"])
     for path in gpu_records:
         curves.update(gpu_curves(path))
     s = SEQUOIA_PUBLISHED
@@ -168,8 +189,9 @@ def markdown(table: Sequence[Mapping[str, Any]], record: Mapping[str, Any]) -> s
         f"Recorded with `{record['model']}` ({record['dtype']}), {len(record['prompts'])} prompts of "
         f"{', '.join(record['benches'])}, max_new_tokens {record['max_new_tokens']}, greedy. Projected "
         "speed-up over AR = Σ committed · t(1) / Σ t(tree size), forward cost only (drafting assumed free), "
-        "assuming the larger target accepts what the recording accepted, step for step; hw_tree re-sizes "
-        "each recorded pool for each curve from its own estimates.",
+        "assuming the larger target accepts what the recording accepted, step for step. hw_tree is recorded "
+        "under each curve, sized by it as it runs; rows marked *re-sized* instead re-size the pools recorded "
+        "under this machine's curve (a curve added after the recording).",
         "",
     ]
     win = winners(table)
@@ -183,6 +205,7 @@ def markdown(table: Sequence[Mapping[str, Any]], record: Mapping[str, Any]) -> s
         for r in table:
             if r["curve"] == curve:
                 mark = " **(best)**" if win[(curve, r["bench"])] == r["method"] else ""
+                mark += " *re-sized*" if r.get("resized") else ""
                 lines.append(
                     f"| {r['bench']} | {r['method']}{mark} | {r['steps']} | {r['tau']:.2f} | {r['tree']:.1f} "
                     f"| {r['speedup']:.2f} |"
@@ -212,19 +235,27 @@ class PoolRecorder:
         )
         self.anchor_at += rec.new_tokens
 
-    def labelled(self, output: Sequence[int]) -> list[dict[str, Any]]:
-        """The pools with each node's acceptance read off the finished output (`path_labels`)."""
+    def labelled(self, output: Sequence[int], whole: bool = True) -> list[dict[str, Any]]:
+        """The pools with each node's acceptance read off the finished output (`path_labels`); `whole`=False
+        keeps only the verified prefix (what a replay under the recording's own curve re-sizes to)."""
         out = []
         for p in self.pools:
-            labels = path_labels(output, p["anchor_at"], p["tokens"], p["parents"])
+            n = len(p["values"]) if whole else p["verified"]
+            labels = path_labels(output, p["anchor_at"], p["tokens"][:n], p["parents"][:n])
             out.append(
-                {"values": p["values"], "parents": p["parents"], "verified": p["verified"], "labels": labels}
+                {
+                    "values": p["values"][:n],
+                    "parents": p["parents"][:n],
+                    "verified": p["verified"],
+                    "labels": labels,
+                }
             )
         return out
 
 
-def record(args: argparse.Namespace) -> dict[str, Any]:
-    """Run every method and hw_tree on the prompts and keep what the replay needs."""
+def record(args: argparse.Namespace, gpu_records: Sequence[Path]) -> dict[str, Any]:
+    """Run every method once and hw_tree once per cost curve (`standard_curves`) on the prompts, and keep
+    what the replay needs."""
     import torch
 
     from baselines.hw_tree import HwTreeDrafter
@@ -235,35 +266,39 @@ def record(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     loaded, engine = model_and_engine(args.model, args.dtype)
     table = engine_latency(engine)
+    cpu = {"sizes": list(table.sizes), "seconds": list(table.seconds)}
+    curves = standard_curves(cpu, gpu_records)
     prompts = load_prompts(
         loaded.tokenizer, args.model, args.benches.split(","), args.limit, args.data_dir, "auto"
     )
     methods = [m for m in args.methods.split(",") if m and m != HW_TREE]
     drafters = {m: method_factory(m)() for m in methods}  # one per method across prompts, as in a run
-    hw = method_factory(HW_TREE, [f"method.drafter.{o}" for o in args.hw_tree_set])()
-    assert isinstance(hw, HwTreeDrafter)
-    pool_method = HW_TREE + (f"[{','.join(args.hw_tree_set)}]" if args.hw_tree_set else "")
-    hw.use_latency(table)
-    hw.full_pool = True  # the whole pool up to B, so that other curves can size it differently
+    hw_by_curve = {}  # one hw_tree per curve across prompts, sized by that curve
+    for name, t in curves.items():
+        hw = method_factory(HW_TREE, [f"method.drafter.{o}" for o in args.hw_tree_set])()
+        assert isinstance(hw, HwTreeDrafter)
+        hw.use_latency(t)
+        hw.full_pool = True  # the whole pool up to B, so that a curve added later can re-size it
+        hw_by_curve[name] = hw
     out: dict[str, Any] = {
         "model": args.model,
         "dtype": str(engine.dtype).replace("torch.", ""),
         "benches": args.benches.split(","),
         "max_new_tokens": args.max_new_tokens,
-        "cpu_curve": {"sizes": list(table.sizes), "seconds": list(table.seconds)},
-        "pool_method": pool_method,
+        "cpu_curve": cpu,
+        "pool_method": HW_TREE + (f"[{','.join(args.hw_tree_set)}]" if args.hw_tree_set else ""),
         "prompts": [],
     }
     for p in prompts:
-        entry: dict[str, Any] = {"bench": p.bench, "prompt_id": p.prompt_id, "steps": {}}
+        entry: dict[str, Any] = {"bench": p.bench, "prompt_id": p.prompt_id, "steps": {}, "hw_tree_pools": {}}
         for m, d in drafters.items():
             gen = generate(engine, d, p.ids, args.max_new_tokens)
             entry["steps"][m] = [[s.tree_size, s.new_tokens] for s in gen.steps]
-        recorder = PoolRecorder(hw)
-        gen = generate(engine, hw, p.ids, args.max_new_tokens, on_step=recorder)
-        pools = recorder.labelled(gen.output_ids)
-        entry["steps"][pool_method + "_recorded"] = [[s.tree_size, s.new_tokens] for s in gen.steps]
-        entry["hw_tree_pools"] = pools
+        for name, hw in hw_by_curve.items():
+            recorder = PoolRecorder(hw)
+            gen = generate(engine, hw, p.ids, args.max_new_tokens, on_step=recorder)
+            pools = recorder.labelled(gen.output_ids, whole=name == THIS_MACHINE)
+            entry["hw_tree_pools"][name] = pools
         out["prompts"].append(entry)
         print(f"recorded {p.bench} {p.prompt_id}")
     return out
@@ -308,7 +343,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if args.replay_only:
         rec = json.loads((out / "replay.json").read_text())
     else:
-        rec = record(args)
+        rec = record(args, records)
         (out / "replay.json").write_text(json.dumps(rec))
     table = project(rec, standard_curves(rec.get("cpu_curve"), records))
     (out / "projection.json").write_text(json.dumps(table, indent=1))

@@ -9,6 +9,7 @@ import pytest
 from experiments.gpu_cost_replay import (
     GPU_RECORDS,
     SEQUOIA_PUBLISHED,
+    THIS_MACHINE,
     committed_at,
     curve_function,
     markdown,
@@ -94,6 +95,29 @@ def test_pools_recorded_with_other_hw_tree_fields_are_replayed_under_their_own_n
     assert got[("a", name)] == pytest.approx(3.0) and ("a", "hw_tree") not in got
 
 
+def test_pools_recorded_under_a_curve_are_replayed_there_and_others_are_resized_and_marked():
+    # under "flat" hw_tree verified a 2-node tree (its own recording); "steep" has no recording of its own
+    flat_pools = [{"values": [1.0, 0.9], "parents": [-1, 0], "labels": [True, True]}]
+    record = {
+        "benches": ["a"],
+        "prompts": [
+            {"bench": "a", "steps": {}, "hw_tree_pools": {THIS_MACHINE: [CHAIN], "flat": flat_pools}}
+        ],
+    }
+    curves = {THIS_MACHINE: lambda n: 1.0, "flat": lambda n: 1.0, "steep": lambda n: float(n)}
+    rows = {r["curve"]: r for r in project(record, curves) if r["bench"] == "a"}
+    assert (rows["flat"]["tau"], rows["flat"]["resized"]) == (2, False)  # its own pools, not CHAIN's 3
+    assert (rows[THIS_MACHINE]["tau"], rows[THIS_MACHINE]["resized"]) == (3, False)
+    assert (rows["steep"]["tree"], rows["steep"]["resized"]) == (1, True)  # CHAIN re-sized for "steep"
+    assert "*re-sized*" in markdown(
+        project(record, curves), {**record, "model": "m", "dtype": "d", "max_new_tokens": 1}
+    )
+    # a recording of one list of pools (before per-curve recording) is this machine's
+    old = {"benches": ["a"], "prompts": [{"bench": "a", "steps": {}, "hw_tree_pools": [CHAIN]}]}
+    rows = {r["curve"]: r for r in project(old, curves) if r["bench"] == "a"}
+    assert rows[THIS_MACHINE]["resized"] is False and rows["flat"]["resized"] is True
+
+
 def test_curves_of_the_gpu_record_and_the_published_profile():
     s = SEQUOIA_PUBLISHED
     t = curve_function(s["sizes"], s["relative"])
@@ -129,6 +153,11 @@ def test_recorded_labels_agree_with_the_engine_on_the_verified_prefix():
     for pool, step in list(zip(pools, gen.steps, strict=True))[:-1]:  # the last step may be cut at the limit
         assert committed_at(pool["labels"], pool["parents"], pool["verified"]) == step.new_tokens
     assert any(len(p["values"]) > p["verified"] for p in pools)  # the pools hold more than was verified
+    # the verified prefixes alone, re-sized under the recording's own curve, give back the verified sizes
+    prefixes = recorder.labelled(gen.output_ids, whole=False)
+    assert all(len(p["values"]) == p["verified"] for p in prefixes)
+    replayed = replay_hw_tree(prefixes, lambda n: 1.0 + 0.05 * n)
+    assert replayed["tree"] == pytest.approx(sum(s.tree_size for s in gen.steps) / len(gen.steps))
 
 
 def test_a_missing_gpu_record_is_refused_before_recording(tmp_path):

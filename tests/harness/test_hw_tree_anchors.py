@@ -1,0 +1,74 @@
+"""experiments/hw_tree_anchors.py: where OPT-Tree's accepted path leaves hw_tree's verified tree, classified
+on a hand-built pool, the steps keyed by anchor, the report, and a missing curve refused before any run."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from experiments.hw_tree_anchors import AnchorRecorder, cause, first_missed, markdown
+
+# pool: 0 -(5)-> 1 -(6)-> 2 ; 0 -(9)-> 3 ; output after the anchor at 0: 5, 6, 7
+KIDS = [{5: 1, 9: 3}, {6: 2}, {}, {}]
+OUTPUT = [4, 5, 6, 7]
+
+
+def test_the_first_token_hw_tree_did_not_verify_is_found_and_classified():
+    # hw_tree verified 0, 1: the output's second token (6) is in the pool, not verified
+    assert first_missed(OUTPUT, 0, 3, KIDS, {0, 1}) == (2, 2)
+    assert cause(2, 2) == "in the pool, not verified|2"
+    # verified 0, 1, 2: the third token (7) has no node under 2
+    assert first_missed(OUTPUT, 0, 3, KIDS, {0, 1, 2}) == (3, None)
+    assert cause(3, None) == "absent from the pool|3"
+    # verified only the anchor: the first token is missed at depth 1; deep misses are pooled as 4+
+    assert first_missed(OUTPUT, 0, 3, KIDS, {0}) == (1, 1)
+    assert cause(7, None) == "absent from the pool|4"
+
+
+def test_the_recorder_keys_each_step_by_its_anchors_place_in_the_output():
+    class Step:
+        def __init__(self, n):
+            self.new_tokens = n
+
+    rec = AnchorRecorder(lambda tree: tree)
+    for tree, n in (("a", 3), ("b", 1), ("c", 2)):
+        rec(tree, None, Step(n))
+    assert rec.at == {0: "a", 3: "b", 4: "c"}
+
+
+def test_the_report_names_both_runs_and_every_cause():
+    rec = {
+        "model": "m",
+        "dtype": "float32",
+        "benches": ["humaneval"],
+        "limit": 2,
+        "max_new_tokens": 8,
+        "latency": {"sizes": [1, 8], "seconds": [0.01, 0.012]},
+        "runs": {
+            "hw_tree_auto": {"steps": 3, "tau": 2.0, "tree": 5.0, "forward_speedup": 1.8},
+            "opt_tree_auto": {"steps": 4, "tau": 1.5, "tree": 4.0, "forward_speedup": 1.4},
+        },
+        "shared": {
+            "anchors": 2,
+            "hw_committed": 4,
+            "opt_committed": 3,
+            "hw_nodes": 10,
+            "opt_nodes": 8,
+            "hw_more": 1,
+            "opt_more": 1,
+        },
+        "opt_more_by_cause": dict(Counter({"absent from the pool|1": 1})),
+    }
+    text = markdown(rec)
+    assert "| hw_tree_auto | 3 | 2.000 | 5.00 | 1.800 |" in text
+    assert "| absent from the pool | 1 | 1 |" in text
+    assert "hw_tree commits 2.00 tokens per step from 5.00 nodes, OPT-Tree 1.50 from 4.00" in text
+
+
+def test_a_missing_latency_curve_is_refused(tmp_path):
+    from experiments import hw_tree_anchors
+
+    with pytest.raises(SystemExit, match="no latency curve at .*nowhere.json"):
+        hw_tree_anchors.main(["--latency", str(tmp_path / "nowhere.json"), "--out", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()
