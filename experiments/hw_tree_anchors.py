@@ -10,7 +10,9 @@ can be matched. At every anchor both drafted from, each tree's committed tokens 
 hw_tree did not verify is classified: absent from hw_tree's candidate pool (under a pool node that was
 opened: its adjacency row lacked the token, or no source proposed it), or in the pool but not among the
 b* verified. Over every step of each run: τ, mean verified tree and
-Σ committed · t(1) / Σ t(tree) on the curve (the forward's share of the speed-up; drafting left out).
+Σ committed · t(1) / Σ t(tree) on the curve (the forward's share of the speed-up; drafting left out), and
+the context-derived and adjacency-only nodes verified and accepted a step. `--hw-tree-set FIELD=VALUE`
+changes hw_tree's config.
 Writes <out>/anchors.json and <out>/anchors.md.
 """
 
@@ -24,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from experiments.gpu_cost_replay import committed_at, path_labels
+from goose.engine.core.tree import SPINE
 
 BASELINE = "opt_tree"
+KINDS = ("context_verified", "context_accepted", "adjacency_verified", "adjacency_accepted")
 
 
 def first_missed(
@@ -47,14 +51,21 @@ def first_missed(
 
 
 class AnchorRecorder:
-    """A step callback: `at[anchor's place in the output]` = keep(verified tree) for every step."""
+    """A step callback: `at[anchor's place in the output]` = keep(verified tree) for every step, and per
+    kind of drafted node (context-derived SPINE, adjacency-only BRANCH) the verified and accepted ones."""
 
     def __init__(self, keep: Callable[[Any], Any]) -> None:
         self.keep, self.at, self.anchor = keep, {}, 0
+        self.kinds: Counter = Counter()
 
     def __call__(self, tree: Any, outcome: Any, rec: Any) -> None:
         self.at[self.anchor] = self.keep(tree)
         self.anchor += rec.new_tokens
+        accepted = set(outcome.accepted_nodes)
+        for i, source in enumerate(tree.sources[1:], start=1):
+            kind = "context" if source == SPINE else "adjacency"
+            self.kinds[f"{kind}_verified"] += 1
+            self.kinds[f"{kind}_accepted"] += int(i in accepted)
 
 
 def cause(depth: int, child: int | None) -> str:
@@ -79,7 +90,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         loaded.tokenizer, args.model, args.benches.split(","), args.limit, args.data_dir, "auto"
     )
     make_opt, _ = auto_budget(method_factory(BASELINE), engine, args.latency)
-    make_hw, _ = auto_budget(method_factory("hw_tree"), engine, args.latency)
+    make_hw, _ = auto_budget(
+        method_factory("hw_tree", [f"method.drafter.{o}" for o in args.hw_tree_set]), engine, args.latency
+    )
     opt, hw = make_opt(), make_hw()  # one of each across prompts, as in a run
     hw_inner = hw.inner
     assert isinstance(hw_inner, HwTreeDrafter)
@@ -102,6 +115,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(
                 f"{p.bench} {p.prompt_id}: the two outputs differ; the anchors cannot be matched"
             )
+        totals["opt_tree_auto"].update(opt_steps.kinds)
+        totals["hw_tree_auto"].update(hw_steps.kinds)
         for method, gen in runs.items():
             tot = totals[method]
             for s in gen.steps:
@@ -137,6 +152,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "tau": c["committed"] / c["steps"],
             "tree": c["nodes"] / c["steps"],
             "forward_speedup": c["committed"] * t1 / c["seconds"],
+            **{k: c[k] / c["steps"] for k in KINDS},
         }
         for m, c in totals.items()
     }
@@ -147,6 +163,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "limit": args.limit,
         "max_new_tokens": args.max_new_tokens,
         "latency": {"sizes": list(t.sizes), "seconds": list(t.seconds)},
+        "hw_tree_set": list(args.hw_tree_set),
         "runs": summary,
         "shared": dict(shared),
         "opt_more_by_cause": dict(sorted(missed.items())),
@@ -166,12 +183,16 @@ def markdown(rec: dict[str, Any]) -> str:
             for a, b in zip(rec["latency"]["sizes"], rec["latency"]["seconds"], strict=True)
         ),
         "",
-        "| run | steps | τ | mean tree | Σ committed · t(1) / Σ t(tree) |",
-        "|---|---|---|---|---|",
+        *([f"hw_tree with {', '.join(rec['hw_tree_set'])}.", ""] if rec.get("hw_tree_set") else []),
+        "| run | steps | τ | mean tree | Σ committed · t(1) / Σ t(tree) | context nodes a step (accepted) "
+        "| adjacency-only nodes a step (accepted) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for m, r in rec["runs"].items():
         lines.append(
-            f"| {m} | {r['steps']} | {r['tau']:.3f} | {r['tree']:.2f} | {r['forward_speedup']:.3f} |"
+            f"| {m} | {r['steps']} | {r['tau']:.3f} | {r['tree']:.2f} | {r['forward_speedup']:.3f} "
+            f"| {r['context_verified']:.2f} ({r['context_accepted']:.2f}) "
+            f"| {r['adjacency_verified']:.2f} ({r['adjacency_accepted']:.2f}) |"
         )
     lines += [
         "",
@@ -200,6 +221,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--latency", required=True, help="a saved latency curve (bench's budget_latency.json)")
+    ap.add_argument(
+        "--hw-tree-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="an HwTreeConfig field, e.g. adj_width=10 (repeatable)",
+    )
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="results/hw_tree_anchors")
     args = ap.parse_args(argv)

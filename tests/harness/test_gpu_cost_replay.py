@@ -1,6 +1,7 @@
-"""experiments/gpu_cost_replay.py on a hand-built recording: node labels from the output, tokens committed by a
-size-b prefix, the fixed methods' and hw_tree's projected speed-ups under hand-set curves, the winner, and
-the curves read from the committed GPU record and Sequoia's published profile."""
+"""experiments/gpu_cost_replay.py on a hand-built recording: node labels from the output, tokens committed
+by a size-b prefix, the fixed methods' and hw_tree's projected speed-ups under hand-set curves, pools
+recorded per curve against re-sized ones, the winner, and the curves read from the committed GPU records
+and Sequoia's published profile."""
 
 from __future__ import annotations
 

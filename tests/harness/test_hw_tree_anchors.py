@@ -1,5 +1,6 @@
 """experiments/hw_tree_anchors.py: where OPT-Tree's accepted path leaves hw_tree's verified tree, classified
-on a hand-built pool, the steps keyed by anchor, the report, and a missing curve refused before any run."""
+on a hand-built pool; the steps keyed by anchor, their nodes counted by kind; the report; and a missing
+curve refused before any run."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections import Counter
 import pytest
 
 from experiments.hw_tree_anchors import AnchorRecorder, cause, first_missed, markdown
+from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 
 # pool: 0 -(5)-> 1 -(6)-> 2 ; 0 -(9)-> 3 ; output after the anchor at 0: 5, 6, 7
 KIDS = [{5: 1, 9: 3}, {6: 2}, {}, {}]
@@ -31,13 +33,29 @@ def test_the_recorder_keys_each_step_by_its_anchors_place_in_the_output():
         def __init__(self, n):
             self.new_tokens = n
 
-    rec = AnchorRecorder(lambda tree: tree)
-    for tree, n in (("a", 3), ("b", 1), ("c", 2)):
-        rec(tree, None, Step(n))
-    assert rec.at == {0: "a", 3: "b", 4: "c"}
+    class Outcome:
+        accepted_nodes = [0, 1]
+
+    tree = DraftTree([7, 8, 9, 4], [-1, 0, 0, 2], [ROOT, SPINE, BRANCH, BRANCH])
+    rec = AnchorRecorder(lambda tree: len(tree))
+    for n in (3, 1, 2):
+        rec(tree, Outcome(), Step(n))
+    assert rec.at == {0: 4, 3: 4, 4: 4}
+    assert rec.kinds == {
+        "context_verified": 3,
+        "context_accepted": 3,
+        "adjacency_verified": 6,
+        "adjacency_accepted": 0,
+    }
 
 
 def test_the_report_names_both_runs_and_every_cause():
+    kinds = {
+        "context_verified": 3.0,
+        "context_accepted": 1.0,
+        "adjacency_verified": 1.5,
+        "adjacency_accepted": 0.25,
+    }
     rec = {
         "model": "m",
         "dtype": "float32",
@@ -46,8 +64,8 @@ def test_the_report_names_both_runs_and_every_cause():
         "max_new_tokens": 8,
         "latency": {"sizes": [1, 8], "seconds": [0.01, 0.012]},
         "runs": {
-            "hw_tree_auto": {"steps": 3, "tau": 2.0, "tree": 5.0, "forward_speedup": 1.8},
-            "opt_tree_auto": {"steps": 4, "tau": 1.5, "tree": 4.0, "forward_speedup": 1.4},
+            "hw_tree_auto": {"steps": 3, "tau": 2.0, "tree": 5.0, "forward_speedup": 1.8, **kinds},
+            "opt_tree_auto": {"steps": 4, "tau": 1.5, "tree": 4.0, "forward_speedup": 1.4, **kinds},
         },
         "shared": {
             "anchors": 2,
@@ -61,7 +79,7 @@ def test_the_report_names_both_runs_and_every_cause():
         "opt_more_by_cause": dict(Counter({"absent from the pool|1": 1})),
     }
     text = markdown(rec)
-    assert "| hw_tree_auto | 3 | 2.000 | 5.00 | 1.800 |" in text
+    assert "| hw_tree_auto | 3 | 2.000 | 5.00 | 1.800 | 3.00 (1.00) | 1.50 (0.25) |" in text
     assert "| absent from the pool | 1 | 1 |" in text
     assert "hw_tree commits 2.00 tokens per step from 5.00 nodes, OPT-Tree 1.50 from 4.00" in text
 
