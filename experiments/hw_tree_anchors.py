@@ -11,8 +11,9 @@ hw_tree did not verify is classified: absent from hw_tree's candidate pool (unde
 opened: its adjacency row lacked the token, or no source proposed it), or in the pool but not among the
 b* verified. Over every step of each run: τ, mean verified tree and
 Σ committed · t(1) / Σ t(tree) on the curve (the forward's share of the speed-up; drafting left out), and
-the context-derived and adjacency-only nodes verified and accepted a step. `--hw-tree-set FIELD=VALUE`
-changes hw_tree's config.
+the context-derived and adjacency-only nodes verified and accepted a step, the share of steps whose anchor
+has a row in the drafter's adjacency table (else it has no adjacency children) and the mean rows in the
+table (tokens with a row, as a step starts). `--hw-tree-set FIELD=VALUE` changes hw_tree's config.
 Writes <out>/anchors.json and <out>/anchors.md.
 """
 
@@ -68,6 +69,27 @@ class AnchorRecorder:
             self.kinds[f"{kind}_accepted"] += int(i in accepted)
 
 
+class RowProbe:
+    """Wraps an adjacency drafter's `propose`: before each proposal, whether its table holds a row for the
+    anchor (so the anchor can have adjacency children at all), and how many tokens have a row."""
+
+    def __init__(self, drafter: Any) -> None:
+        from baselines.isotropic import prev_of_anchor
+
+        self.counts: Counter = Counter()
+        inner = drafter.propose
+
+        def propose(committed: list[int]) -> Any:
+            if drafter.table is not None:
+                ids, _ = drafter.successors(committed[-1], prev_of_anchor(committed))
+                self.counts["probed"] += 1
+                self.counts["anchor_row"] += int(bool(ids))
+                self.counts["rows"] += drafter.table.num_rows
+            return inner(committed)
+
+        drafter.propose = propose
+
+
 def cause(depth: int, child: int | None) -> str:
     """The key an anchor where OPT-Tree committed more is counted under: why hw_tree missed, and where."""
     why = "absent from the pool" if child is None else "in the pool, not verified"
@@ -96,6 +118,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     opt, hw = make_opt(), make_hw()  # one of each across prompts, as in a run
     hw_inner = hw.inner
     assert isinstance(hw_inner, HwTreeDrafter)
+    probes = {"opt_tree_auto": RowProbe(opt.inner), "hw_tree_auto": RowProbe(hw_inner)}
 
     def hw_step(tree: Any) -> tuple[Any, list[dict[int, int]], list[int]]:
         pool, sel = hw_inner.last_pool, hw_inner.last_selection  # a fresh pool per step
@@ -153,6 +176,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "tree": c["nodes"] / c["steps"],
             "forward_speedup": c["committed"] * t1 / c["seconds"],
             **{k: c[k] / c["steps"] for k in KINDS},
+            "anchor_row_share": probes[m].counts["anchor_row"] / max(probes[m].counts["probed"], 1),
+            "table_rows": probes[m].counts["rows"] / max(probes[m].counts["probed"], 1),
         }
         for m, c in totals.items()
     }
@@ -185,14 +210,15 @@ def markdown(rec: dict[str, Any]) -> str:
         "",
         *([f"hw_tree with {', '.join(rec['hw_tree_set'])}.", ""] if rec.get("hw_tree_set") else []),
         "| run | steps | τ | mean tree | Σ committed · t(1) / Σ t(tree) | context nodes a step (accepted) "
-        "| adjacency-only nodes a step (accepted) |",
-        "|---|---|---|---|---|---|---|",
+        "| adjacency-only nodes a step (accepted) | steps whose anchor has a table row | rows in the table |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for m, r in rec["runs"].items():
         lines.append(
             f"| {m} | {r['steps']} | {r['tau']:.3f} | {r['tree']:.2f} | {r['forward_speedup']:.3f} "
             f"| {r['context_verified']:.2f} ({r['context_accepted']:.2f}) "
-            f"| {r['adjacency_verified']:.2f} ({r['adjacency_accepted']:.2f}) |"
+            f"| {r['adjacency_verified']:.2f} ({r['adjacency_accepted']:.2f}) "
+            f"| {r['anchor_row_share']:.1%} | {r['table_rows']:.0f} |"
         )
     lines += [
         "",

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from experiments.hw_tree_anchors import AnchorRecorder, cause, first_missed, markdown
+from experiments.hw_tree_anchors import AnchorRecorder, RowProbe, cause, first_missed, markdown
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 
 # pool: 0 -(5)-> 1 -(6)-> 2 ; 0 -(9)-> 3 ; output after the anchor at 0: 5, 6, 7
@@ -51,6 +51,8 @@ def test_the_recorder_keys_each_step_by_its_anchors_place_in_the_output():
 
 def test_the_report_names_both_runs_and_every_cause():
     kinds = {
+        "anchor_row_share": 0.5,
+        "table_rows": 80.0,
         "context_verified": 3.0,
         "context_accepted": 1.0,
         "adjacency_verified": 1.5,
@@ -79,7 +81,7 @@ def test_the_report_names_both_runs_and_every_cause():
         "opt_more_by_cause": dict(Counter({"absent from the pool|1": 1})),
     }
     text = markdown(rec)
-    assert "| hw_tree_auto | 3 | 2.000 | 5.00 | 1.800 | 3.00 (1.00) | 1.50 (0.25) |" in text
+    assert "| hw_tree_auto | 3 | 2.000 | 5.00 | 1.800 | 3.00 (1.00) | 1.50 (0.25) | 50.0% | 80 |" in text
     assert "| absent from the pool | 1 | 1 |" in text
     assert "hw_tree commits 2.00 tokens per step from 5.00 nodes, OPT-Tree 1.50 from 4.00" in text
 
@@ -90,3 +92,19 @@ def test_a_missing_latency_curve_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="no latency curve at .*nowhere.json"):
         hw_tree_anchors.main(["--latency", str(tmp_path / "nowhere.json"), "--out", str(tmp_path / "o")])
     assert not (tmp_path / "o").exists()
+
+
+def test_the_row_probe_counts_anchors_with_a_table_row_before_each_proposal():
+    import torch
+
+    from baselines.opt_tree import OptTreeDrafter
+
+    drafter = OptTreeDrafter()
+    drafter.propose = lambda committed: "tree"  # what the probe wraps
+    probe = RowProbe(drafter)
+    logits = torch.zeros(3, 16)
+    logits[0, 4] = logits[1, 5] = logits[2, 6] = 5.0
+    drafter.begin([1, 2, 3], logits)  # prefill harvest: rows for 1, 2, 3
+    assert drafter.propose([1, 2, 3]) == "tree"  # 3 has a row
+    assert drafter.propose([1, 2, 3, 9]) == "tree"  # 9 has none
+    assert probe.counts == {"probed": 2, "anchor_row": 1, "rows": 6}
