@@ -304,6 +304,17 @@ def record(args: argparse.Namespace, gpu_records: Sequence[Path]) -> dict[str, A
     return out
 
 
+def add_hw_tree_set(ap: argparse.ArgumentParser) -> None:
+    """--hw-tree-set FIELD=VALUE (repeatable): an HwTreeConfig field, as `method.drafter.FIELD=VALUE`."""
+    ap.add_argument(
+        "--hw-tree-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="an HwTreeConfig field for hw_tree, e.g. adj_width=10 (repeatable)",
+    )
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m")
@@ -313,13 +324,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--methods", default=DEFAULT_METHODS, help="fixed-budget methods replayed beside hw_tree")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument(
-        "--hw-tree-set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="an HwTreeConfig field for the recorded pools, e.g. adj_width=10 (repeatable)",
-    )
+    add_hw_tree_set(ap)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument(
         "--gpu-record",

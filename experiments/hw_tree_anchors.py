@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.gpu_cost_replay import committed_at, path_labels
+from experiments.gpu_cost_replay import add_hw_tree_set, committed_at, path_labels
 from goose.engine.core.tree import SPINE
 
 BASELINE = "opt_tree"
@@ -247,13 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--latency", required=True, help="a saved latency curve (bench's budget_latency.json)")
-    ap.add_argument(
-        "--hw-tree-set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="an HwTreeConfig field, e.g. adj_width=10 (repeatable)",
-    )
+    add_hw_tree_set(ap)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="results/hw_tree_anchors")
     args = ap.parse_args(argv)
