@@ -273,9 +273,10 @@ def record(args: argparse.Namespace, gpu_records: Sequence[Path]) -> dict[str, A
     )
     methods = [m for m in args.methods.split(",") if m and m != HW_TREE]
     drafters = {m: method_factory(m)() for m in methods}  # one per method across prompts, as in a run
+    make_hw = method_factory(HW_TREE, [f"method.drafter.{o}" for o in args.hw_tree_set])  # composed once
     hw_by_curve = {}  # one hw_tree per curve across prompts, sized by that curve
     for name, t in curves.items():
-        hw = method_factory(HW_TREE, [f"method.drafter.{o}" for o in args.hw_tree_set])()
+        hw = make_hw()
         assert isinstance(hw, HwTreeDrafter)
         hw.use_latency(t)
         hw.full_pool = True  # the whole pool up to B, so that a curve added later can re-size it

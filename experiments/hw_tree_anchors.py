@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.gpu_cost_replay import add_hw_tree_set, committed_at, path_labels
+from experiments.gpu_cost_replay import add_hw_tree_set, committed_at, path_labels, replay_fixed
 from goose.engine.core.tree import SPINE
 
 BASELINE = "opt_tree"
@@ -124,7 +124,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         pool, sel = hw_inner.last_pool, hw_inner.last_selection  # a fresh pool per step
         return tree, pool.kids, list(sel.order[: len(tree)])
 
-    totals = {m: Counter() for m in ("hw_tree_auto", "opt_tree_auto")}
+    def tree_committed(output: list[int], anchor: int, tree: Any) -> int:
+        return committed_at(path_labels(output, anchor, tree.tokens, tree.parents), tree.parents, len(tree))
+
+    kinds = {m: Counter() for m in ("hw_tree_auto", "opt_tree_auto")}
+    steps: dict[str, list[tuple[int, int]]] = {m: [] for m in kinds}  # (tree size, tokens committed)
     shared = Counter()
     missed = Counter()
     for p in prompts:
@@ -138,25 +142,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(
                 f"{p.bench} {p.prompt_id}: the two outputs differ; the anchors cannot be matched"
             )
-        totals["opt_tree_auto"].update(opt_steps.kinds)
-        totals["hw_tree_auto"].update(hw_steps.kinds)
+        kinds["opt_tree_auto"].update(opt_steps.kinds)
+        kinds["hw_tree_auto"].update(hw_steps.kinds)
         for method, gen in runs.items():
-            tot = totals[method]
-            for s in gen.steps:
-                tot["steps"] += 1
-                tot["committed"] += s.new_tokens
-                tot["nodes"] += s.tree_size
-                tot["seconds"] += t(s.tree_size)
+            steps[method] += [(s.tree_size, s.new_tokens) for s in gen.steps]
         for anchor, otree in opt_steps.at.items():
             if anchor not in hw_steps.at:
                 continue
             htree, kids, order = hw_steps.at[anchor]
-            o = committed_at(
-                path_labels(output, anchor, otree.tokens, otree.parents), otree.parents, len(otree)
-            )
-            h = committed_at(
-                path_labels(output, anchor, htree.tokens, htree.parents), htree.parents, len(htree)
-            )
+            o, h = tree_committed(output, anchor, otree), tree_committed(output, anchor, htree)
             shared["anchors"] += 1
             shared["opt_committed"] += o
             shared["hw_committed"] += h
@@ -168,19 +162,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elif h > o:
                 shared["hw_more"] += 1
         print(f"compared {p.bench} {p.prompt_id}")
-    t1 = t(1)
-    summary = {
-        m: {
-            "steps": c["steps"],
-            "tau": c["committed"] / c["steps"],
-            "tree": c["nodes"] / c["steps"],
-            "forward_speedup": c["committed"] * t1 / c["seconds"],
-            **{k: c[k] / c["steps"] for k in KINDS},
-            "anchor_row_share": probes[m].counts["anchor_row"] / max(probes[m].counts["probed"], 1),
-            "table_rows": probes[m].counts["rows"] / max(probes[m].counts["probed"], 1),
+    summary = {}
+    for m, c in kinds.items():
+        res = replay_fixed(steps[m], t)  # τ, mean tree and Σ committed · t(1) / Σ t(tree) on the curve
+        probed = max(probes[m].counts["probed"], 1)
+        summary[m] = {
+            "steps": res["steps"],
+            "tau": res["tau"],
+            "tree": res["tree"],
+            "forward_speedup": res["speedup"],
+            **{k: c[k] / res["steps"] for k in KINDS},
+            "anchor_row_share": probes[m].counts["anchor_row"] / probed,
+            "table_rows": probes[m].counts["rows"] / probed,
         }
-        for m, c in totals.items()
-    }
     return {
         "model": args.model,
         "dtype": str(engine.dtype).replace("torch.", ""),
