@@ -14,7 +14,10 @@ sample-and-match verification accepts), so nodes past the verified cut teach as 
 the estimates carry no selection bias toward the sizes verified so far; a best-first heap orders the pool
 so that each prefix of b nodes is the subtree of size b with the largest E[accepted]; with a latency curve
 (budget=auto hands it over through `use_latency`) the verified b maximises E[committed | b] / t(b), else
-b = `budget`. Goose's own rules are untouched (`method=goose`).
+b = `budget`. The adjacency table is filled only from the logits of the nodes verified, so a node whose token
+has no row yet is worth more than its P(path accepted): it is ranked and sized with g more, g the tokens
+accepted later per row that only a rejected node wrote, learnt online (baselines.hw_tree_acceptance.RowValue;
+`row_value`). Goose's own rules are untouched (`method=goose`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 import torch
 
-from baselines.hw_tree_acceptance import AcceptanceEstimator, Calibration, source_priors
+from baselines.hw_tree_acceptance import AcceptanceEstimator, Calibration, RowValue, source_priors
 from baselines.hw_tree_pool import (
     ADJ,
     ALT,
@@ -63,7 +66,9 @@ class HwTreeConfig(ContextMatchConfig):
     on/off, `suffix_max_depth` (vLLM's 24), `suffix_min_token_prob`; `adj_width` successors per node (0:
     none). Estimator: `prior_strength`, `decay` and the priors `ctx_prior` (a 1-gram match, + 0.1 per
     matched token), `alt_prior`, `suf_prior`, `adj_prior` (scales of the confidence) at depth 1, and
-    `chain_gain`, the share of a copying source's prior rejection rate kept per level deeper."""
+    `chain_gain`, the share of a copying source's prior rejection rate kept per level deeper. `row_value`:
+    a node whose token has no table row gains g (RowValue), starting at `row_prior` tokens per row with
+    the weight of `row_prior_rows` rows."""
 
     owner = "HwTreeDrafter"
     ngram_lengths: tuple[int, ...] = (5, 4, 3, 2, 1)
@@ -82,12 +87,18 @@ class HwTreeConfig(ContextMatchConfig):
     suf_prior: float = 0.9
     adj_prior: float = 0.8
     chain_gain: float = 0.7
+    row_value: bool = True
+    row_prior: float = 0.1
+    row_prior_rows: float = 20.0
 
     def _validate(self) -> None:
         super()._validate()
         owner = self.owner_name()
         check_bool(f"{owner}.extend_chain", self.extend_chain)
         check_bool(f"{owner}.suffix", self.suffix)
+        check_bool(f"{owner}.row_value", self.row_value)
+        check_float(f"{owner}.row_prior", self.row_prior, 0.0, 4.0, why="tokens committed later per new row")
+        check_positive(f"{owner}.row_prior_rows", self.row_prior_rows, why="pseudo-rows of the row prior")
         check_int(f"{owner}.alt_matches", self.alt_matches, low=0, why="other occurrences drafted (0: none)")
         check_int(f"{owner}.alt_chain", self.alt_chain, low=1, why="tokens drafted per other occurrence")
         check_int(
@@ -112,7 +123,14 @@ class HwTreeConfig(ContextMatchConfig):
         if self.chain_gain == 0:
             raise ValueError(f"{owner}.chain_gain = 0: must be in (0, 1] (1: no depth gain)")
         object.__setattr__(self, "ngram_lengths", tuple(int(n) for n in self.ngram_lengths))
-        for name in ("chain_extension_threshold", "suffix_min_token_prob", "prior_strength", "decay"):
+        for name in (
+            "chain_extension_threshold",
+            "suffix_min_token_prob",
+            "prior_strength",
+            "decay",
+            "row_prior",
+            "row_prior_rows",
+        ):
             object.__setattr__(self, name, float(getattr(self, name)))
         for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior", "chain_gain"):
             object.__setattr__(self, name, float(getattr(self, name)))
@@ -165,6 +183,11 @@ class HwTreeDrafter(AdjacencyDrafter):
         )
         prior = source_priors(cfg.ctx_prior, cfg.alt_prior, cfg.suf_prior, cfg.adj_prior)
         self.estimator = AcceptanceEstimator(prior, cfg.prior_strength, cfg.decay, cfg.chain_gain)
+        self.row_value_model = RowValue(cfg.row_prior, cfg.row_prior_rows, cfg.decay)
+        self._row_gain = 0.0
+        # tokens whose row only a rejected node wrote (this prompt), and the pool nodes drafted from such rows
+        self._explored: set[int] = set()
+        self._from_explored: set[int] = set()
         self._latency: Callable[[int], float] | None = None
         self._calib = Calibration()
         self._rates: list[float] = []
@@ -187,10 +210,11 @@ class HwTreeDrafter(AdjacencyDrafter):
     carries_run_state = True
 
     def run_state(self) -> Any:
-        return self.estimator.state()
+        return {"rates": self.estimator.state(), "rows": self.row_value_model.state()}
 
     def restore_run_state(self, state: Any) -> None:
-        self.estimator.restore(state)
+        self.estimator.restore(state["rates"])
+        self.row_value_model.restore(state["rows"])
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Fresh adjacency table, context pool and suffix tree; the learnt rates stay."""
@@ -205,6 +229,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         self.stats.update(self._calib.as_stats())
         self.last_pool = self.last_selection = None
         self._pending = []
+        self._explored = set()
 
     # ------------------------------------------------------------------ the candidate pool
     def _context_chain(self, found: ContextMatch) -> list[int]:
@@ -249,8 +274,16 @@ class HwTreeDrafter(AdjacencyDrafter):
             return
         prev = self._prev_anchor if node == 0 else pool.tokens[pool.parents[node]]
         ids, scores = self.successors(pool.tokens[node], prev)
+        explored = pool.tokens[node] in self._explored
         for token, score in zip(ids[: self.adj_width], scores[: self.adj_width], strict=True):
-            pool.add(node, token, ADJ, conf_bin(score))
+            child = pool.add(node, token, ADJ, conf_bin(score))
+            if explored and pool.masks[child] == 1 << ADJ:
+                self._from_explored.add(child)
+
+    def _gain(self, pool: CandidatePool, node: int) -> float:
+        """A node whose token has no table row is worth the learnt value of a row (RowValue) past its step."""
+        assert self.table is not None
+        return 0.0 if self.table.has_row(pool.tokens[node]) else self._row_gain
 
     def _rate(self, pool: CandidatePool, node: int) -> float:
         return self._rates[AcceptanceEstimator.cell(pool.masks[node], pool.depths[node], pool.lead_bin(node))]
@@ -265,8 +298,11 @@ class HwTreeDrafter(AdjacencyDrafter):
         self._add_context(pool)
         self._add_suffix(pool, committed)
         self._rates = self.estimator.table()
+        self._from_explored = set()
+        self._row_gain = self.row_value_model.gain() if self.row_value else 0.0
         stop_early = None if self.full_pool else self._latency
-        sel = select_best_first(pool, self._rate, self.budget, self._expand, stop_early)
+        gain = self._gain if self.row_value else None
+        sel = select_best_first(pool, self._rate, self.budget, self._expand, stop_early, gain, self._row_gain)
         b = len(sel) if self._latency is None else best_size(sel.expected_committed(), self._latency)
         self.last_pool, self.last_selection, self._verified = pool, sel, b
         self._pending.append([pool, len(committed) - 1, 0])
@@ -326,13 +362,30 @@ class HwTreeDrafter(AdjacencyDrafter):
         self._pending = keep
         return cells, [True] * len(cells), hits
 
+    def _learn_row_value(self, tree: DraftTree, outcome: VerifyOutcome, places: list[int] | None) -> None:
+        """Before the table takes this step's logits: rows only rejected nodes write join `_explored`, an
+        accepted node's token leaves it (its row would exist anyway), and accepted nodes drafted from an
+        explored row are that row's credit."""
+        assert self.table is not None
+        accepted_tokens = {tree.tokens[i] for i in outcome.accepted_nodes}
+        new_rows = {t for t in tree.tokens if not self.table.has_row(t)} - accepted_tokens
+        self._explored = (self._explored - accepted_tokens) | new_rows
+        credit = 0
+        if places is not None and self.last_selection is not None:
+            order = self.last_selection.order
+            credit = sum(1 for i in outcome.accepted_nodes if order[places[i]] in self._from_explored)
+        self.row_value_model.update(len(new_rows), credit)
+        self.count("hw_rows_explored", len(new_rows))
+        self.count("hw_rows_credit", credit)
+
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
+        places = self._proposed_index(tree) if len(tree) > 1 else None
+        self._learn_row_value(tree, outcome, places)
         super().observe(tree, outcome)  # adjacency table from every node's logits
         if self.suffix_source is not None:
             self.suffix_source.observe(tree, outcome)  # the committed tokens into the suffix tree
         self.count("hw_verified_nodes", len(tree))
         self.estimator.update(*self._label_in_hindsight([*self.matcher.tokens, *outcome.new_tokens]))
-        places = self._proposed_index(tree) if len(tree) > 1 else None
         if places is None:
             return
         sel, pool = self.last_selection, self.last_pool

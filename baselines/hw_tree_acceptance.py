@@ -145,3 +145,35 @@ class Calibration:
             "hw_calib_accepted": list(self.accepted),
             "hw_calib_predicted": [round(p, 6) for p in self.predicted],
         }
+
+
+class RowValue:
+    """What a new adjacency-table row is worth beyond its step, learnt online: g = tokens accepted later from
+    successors the table offered only because a verified but rejected node wrote its token's row, per such
+    row written (Beta-style smoothing: `prior` tokens over `prior_rows` pseudo-rows; counts decay per step
+    by `decay`, as the acceptance estimates). Verifying a node whose token has no row is worth g more than
+    its own P(path accepted): the table is filled only from the logits of the nodes verified."""
+
+    def __init__(self, prior: float, prior_rows: float, decay: float = 1.0) -> None:
+        if prior < 0 or prior_rows <= 0 or not 0.0 < decay <= 1.0:
+            raise ValueError(
+                f"RowValue(prior={prior}, prior_rows={prior_rows}, decay={decay}): need prior >= 0, "
+                "prior_rows > 0, decay in (0, 1]"
+            )
+        self.prior, self.prior_rows, self.decay = prior, prior_rows, decay
+        self.credit = 0.0  # tokens accepted from rows that only exploration wrote
+        self.rows = 0.0  # rows exploration wrote
+
+    def gain(self) -> float:
+        return (self.credit + self.prior * self.prior_rows) / (self.rows + self.prior_rows)
+
+    def update(self, rows: int, credit: int) -> None:
+        """One step: `rows` rows written by rejected nodes, `credit` accepted nodes drafted from such rows."""
+        self.credit = self.credit * self.decay + credit
+        self.rows = self.rows * self.decay + rows
+
+    def state(self) -> dict[str, float]:
+        return {"credit": self.credit, "rows": self.rows}
+
+    def restore(self, state: dict[str, float]) -> None:
+        self.credit, self.rows = float(state["credit"]), float(state["rows"])

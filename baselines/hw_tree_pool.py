@@ -98,25 +98,28 @@ class CandidatePool:
 RateFn = Callable[[CandidatePool, int], float]
 # expand(pool, node): add lazily generated children of `node` (the adjacency successors) before it is opened
 ExpandFn = Callable[[CandidatePool, int], None]
+# gain(pool, node) -> what verifying the node is worth beyond this step, in expected tokens committed later
+GainFn = Callable[[CandidatePool, int], float]
 
 
 @dataclass
 class Selection:
     """Pool nodes in best-first order (`order[0]` = 0, the anchor), their values (P(path accepted); 1 for the
-    anchor) and, per selected node, its parent's place in `order`."""
+    anchor), per selected node its parent's place in `order`, and its gain past this step (0 without one)."""
 
     order: list[int]
     values: list[float]
     parents: list[int]
+    gains: list[float] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.order)
 
     def expected_committed(self) -> list[float]:
-        """E[committed | b] for b = 1..len: the anchor's value 1 is the bonus token."""
+        """E[committed | b] for b = 1..len, gains included: the anchor's value 1 is the bonus token."""
         out, total = [], 0.0
-        for v in self.values:
-            total += v
+        for i, v in enumerate(self.values):
+            total += v + (self.gains[i] if self.gains else 0.0)
             out.append(total)
         return out
 
@@ -127,17 +130,22 @@ def select_best_first(
     budget: int,
     expand: ExpandFn | None = None,
     latency: Callable[[int], float] | None = None,
+    gain: GainFn | None = None,
+    max_gain: float = 0.0,
 ) -> Selection:
     """The `budget` most valuable pool nodes, anchor included, in best-first order (ties: shallower, then
     earlier in the pool); every prefix is the largest-E[accepted] ancestor-closed subtree of its size.
     A node's children's rates are scaled down together where they add up to more than SIBLING_MASS.
+    With `gain` (at most `max_gain`) a node is ranked by its value plus its gain, and a prefix is the
+    greedy, no longer the provably best, subtree of its size.
     With `latency` t the selection stops once no larger tree can beat the best E[committed | b] / t(b) so
-    far: m more nodes add at most m times the next value and cost at least t(b + 1), so `best_size` picks
-    the same b from the shorter selection."""
+    far: m more nodes add at most m times the next value (plus `max_gain`) and cost at least t(b + 1), so
+    `best_size` picks the same b from the shorter selection."""
     if budget < 1:
         raise ValueError(f"budget = {budget}: must be >= 1")
-    order, values, parents = [0], [1.0], [-1]
-    heap: list[tuple[float, int, int, int]] = []  # (-value, depth, pool node, parent's place)
+    order, values, parents, gains = [0], [1.0], [-1], [0.0]
+    # (-(value + gain), depth, pool node, parent's place, value)
+    heap: list[tuple[float, int, int, int, float]] = []
 
     def open_node(node: int, place: int) -> None:
         if expand is not None:
@@ -152,15 +160,18 @@ def select_best_first(
         mass = sum(rates)
         scale = SIBLING_MASS / mass if mass > SIBLING_MASS else 1.0
         for child, r in zip(kids, rates, strict=True):
-            heapq.heappush(heap, (-value * r * scale, depth, child, place))
+            v = value * r * scale
+            g = gain(pool, child) if gain is not None else 0.0
+            heapq.heappush(heap, (-(v + g), depth, child, place, v))
 
     open_node(0, 0)
     expected = 1.0
     best = 1.0 / latency(1) if latency is not None else 0.0
     while heap and len(order) < budget:
-        neg, _, node, parent_place = heapq.heappop(heap)
+        neg, _, node, parent_place, value = heapq.heappop(heap)
         order.append(node)
-        values.append(-neg)
+        values.append(value)
+        gains.append(-neg - value)
         parents.append(parent_place)
         b = len(order)
         if b >= budget:
@@ -169,9 +180,9 @@ def select_best_first(
         if latency is not None and heap:
             expected -= neg
             best = max(best, expected / latency(b))
-            if (expected - heap[0][0] * (budget - b)) / latency(b + 1) <= best:
+            if (expected + (max_gain - heap[0][0]) * (budget - b)) / latency(b + 1) <= best:
                 break  # no larger tree can do better
-    return Selection(order, values, parents)
+    return Selection(order, values, parents, gains)
 
 
 def best_size(expected: Sequence[float], latency: Callable[[int], float], min_size: int = 1) -> int:

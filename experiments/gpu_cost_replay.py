@@ -93,13 +93,15 @@ def replay_fixed(steps: Sequence[Sequence[int]], t: Callable[[int], float]) -> d
 
 
 def replay_hw_tree(pools: Sequence[Mapping[str, Any]], t: Callable[[int], float]) -> dict[str, float]:
-    """hw_tree's recorded pools ({values, parents, labels}) sized again for cost t (b* from the values)."""
+    """hw_tree's recorded pools ({values, parents, labels}, optionally gains) sized again for cost t (b* from
+    the values plus the gains, as the drafter sizes)."""
     steps = []
     for pool in pools:
         values = pool["values"]
+        gains = pool.get("gains") or [0.0] * len(values)
         expected, total = [], 0.0
-        for v in values:
-            total += v
+        for v, g in zip(values, gains, strict=True):
+            total += v + g
             expected.append(total)
         b = best_size(expected, t)
         steps.append((b, committed_at(pool["labels"], pool["parents"], b)))
@@ -229,6 +231,7 @@ class PoolRecorder:
                 "anchor_at": self.anchor_at,
                 "tokens": [pool.tokens[i] for i in sel.order],
                 "values": [round(v, 6) for v in sel.values],
+                "gains": [round(g, 6) for g in sel.gains],
                 "parents": list(sel.parents),
                 "verified": rec.tree_size,
             }
@@ -245,6 +248,7 @@ class PoolRecorder:
             out.append(
                 {
                     "values": p["values"][:n],
+                    "gains": p["gains"][:n],
                     "parents": p["parents"][:n],
                     "verified": p["verified"],
                     "labels": labels,

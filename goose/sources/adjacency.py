@@ -77,6 +77,10 @@ class AdjacencyTable:
     def num_rows(self) -> int:
         return int(self._seen.sum())
 
+    def has_row(self, token: int) -> bool:
+        """Whether `token`'s unigram row was ever written (this prompt)."""
+        return bool(self._seen[token])
+
     @property
     def num_bigrams(self) -> int:
         return self._bg_count

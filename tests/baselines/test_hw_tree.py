@@ -14,6 +14,7 @@ from baselines.hw_tree_acceptance import (
     CALIBRATION_BINS,
     AcceptanceEstimator,
     Calibration,
+    RowValue,
     source_priors,
 )
 from baselines.hw_tree_pool import (
@@ -126,6 +127,22 @@ def test_lazy_children_join_the_pool_when_their_parent_is_opened():
     assert sel.order == [0, 1, 2, 3] and opened == [0, 1, 2]  # the last node is never opened
 
 
+def test_a_gain_ranks_a_node_ahead_without_changing_values():
+    # HAND: best-first 0, 1, 4, 2, 7, ... ; a gain of .5 on node 3 (value .05) puts it right after node 1
+    gains = {3: 0.5}
+    sel = select_best_first(
+        hand_pool(HAND_EDGES),
+        rate_from(HAND_RATES),
+        4,
+        gain=lambda p, node: gains.get(node, 0.0),
+        max_gain=0.5,
+    )
+    assert sel.order == [0, 1, 3, 4]
+    assert sel.values == pytest.approx([1.0, 0.6, 0.05, 0.48])  # P(path accepted) still
+    assert sel.gains == pytest.approx([0.0, 0.0, 0.5, 0.0])
+    assert sel.expected_committed() == pytest.approx([1.0, 1.6, 2.15, 2.63])
+
+
 # ------------------------------------------------------------------ the size choice
 def test_best_size_under_hand_set_latencies():
     expected = [1.0, 1.9, 2.6, 3.0, 3.2]
@@ -181,6 +198,22 @@ def test_estimator_learns_forgets_and_restores():
     assert est.table()[cell] == pytest.approx(learnt * 1, rel=0.2)
     with pytest.raises(ValueError, match="decay"):
         AcceptanceEstimator(prior, decay=0.0)
+
+
+def test_row_value_starts_at_its_prior_learns_and_forgets():
+    rv = RowValue(prior=0.1, prior_rows=20.0, decay=1.0)
+    assert rv.gain() == pytest.approx(0.1)
+    rv.update(rows=20, credit=6)  # (6 + 2) / (20 + 20)
+    assert rv.gain() == pytest.approx(0.2)
+    forgetting = RowValue(0.1, 20.0, decay=0.5)
+    forgetting.update(rows=20, credit=6)
+    forgetting.update(rows=0, credit=0)  # (3 + 2) / (10 + 20)
+    assert forgetting.gain() == pytest.approx(5 / 30)
+    again = RowValue(0.1, 20.0)
+    again.restore(rv.state())
+    assert again.gain() == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="prior_rows"):
+        RowValue(0.1, 0.0)
 
 
 def test_calibration_bins():
@@ -292,15 +325,59 @@ def test_chain_sources_prior_rises_with_depth_and_adjacency_does_not():
         AcceptanceEstimator(prior, chain_gain=0.0)
 
 
+def test_rows_only_rejected_nodes_write_are_explored_and_credited_when_their_successors_are_accepted():
+    import torch
+
+    from goose.engine.core.drafter import VerifyOutcome
+    from goose.engine.core.tree import DraftTree
+
+    d = HwTreeDrafter(prefill_harvest=False, suffix=False, alt_matches=0, row_prior=0.25)
+    prompt = [1, 2, 3]
+    fake_begin(d, prompt)
+    d.propose(prompt)  # no row, no match: the anchor alone
+    # a verified tree 3 -> {40, 41}: 40 accepted, 41 rejected; 41's logits predict 50 after it
+    tree = DraftTree([3, 40, 41], [-1, 0, 0], [ROOT, BRANCH, BRANCH])
+    logits = torch.full((3, 64), -10.0)
+    logits[0, 40] = logits[1, 41] = logits[2, 50] = 10.0
+    d.last_selection = None  # a tree the drafter did not propose: learnt from, never credited
+    d.observe(tree, VerifyOutcome(logits, [40, 41, 50], [0, 1], [40, 41]))
+    assert d._explored == {41}  # 3 and 40 were accepted: their rows would exist anyway
+    assert d.stats["hw_rows_explored"] == 1 and d.stats["hw_rows_credit"] == 0
+    # the anchor is now 41 (the bonus token): its explored row offers 50, and 50 is ranked with the row gain
+    committed = [*prompt, 40, 41]
+    step = d.propose(committed)
+    fifty = step.tokens.index(50)
+    assert step.parents[fifty] == 0 and step.sources[fifty] == BRANCH
+    place = d.last_selection.order.index(d.last_pool.kids[0][50])
+    gain = d.row_value_model.gain()
+    assert d.last_selection.gains[place] == pytest.approx(gain) and gain == pytest.approx(0.25 * 20 / 21)
+    logits = torch.zeros(len(step), 64)
+    d.observe(step, VerifyOutcome(logits, [0] * len(step), [0, fifty], [50, 7]))
+    assert d.stats["hw_rows_credit"] == 1  # 50 came from a row only exploration wrote, and was accepted
+    assert 41 not in d._explored and 50 not in d._explored
+
+
+def test_without_row_value_no_node_gains():
+    d = HwTreeDrafter(prefill_harvest=False, row_value=False)
+    prompt = [1, 2, 3, 4, 1, 2, 3]
+    fake_begin(d, prompt)
+    d.propose(prompt)
+    assert set(d.last_selection.gains) == {0.0}
+
+
 def test_learnt_rates_are_run_state_and_restore_the_same_trees():
     prompt = [5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 9, 5, 6]
     a = HwTreeDrafter(prefill_harvest=False)
     fake_begin(a, prompt)
     t = a.propose(prompt)
     a.observe(t, outcome_for(t, [0, 1]))
+    a.row_value_model.update(rows=3, credit=2)
     state = a.run_state()
+    assert set(state) == {"rates", "rows"} and state["rows"]["credit"] == pytest.approx(2.0)
+    gain = a.row_value_model.gain()
     a = HwTreeDrafter(prefill_harvest=False)
     a.restore_run_state(state)
+    assert a.row_value_model.gain() == pytest.approx(gain) != pytest.approx(HwTreeDrafter().row_prior)
     b = HwTreeDrafter(prefill_harvest=False)
     b.restore_run_state(state)
     fake_begin(a, prompt)
@@ -342,6 +419,9 @@ def test_method_config_instantiates_through_hydra():
         ("chain_gain", 0, "in (0, 1]"),
         ("chain_gain", 1.5, "in [0.0, 1.0]"),
         ("extend_chain", "yes", "true or false"),
+        ("row_value", "on", "true or false"),
+        ("row_prior", -0.5, "in [0.0, 4.0]"),
+        ("row_prior_rows", 0, "> 0"),
     ],
 )
 def test_bad_hyperparameters_name_field_value_and_range(field, value, allowed):
@@ -427,5 +507,16 @@ def test_stopping_early_under_a_latency_picks_the_same_size(seed):
     budget = rng.randint(2, n + 3)
     full = select_best_first(hand_pool(edges), rate_from(rates), budget)
     short = select_best_first(hand_pool(edges), rate_from(rates), budget, latency=t)
+    assert short.order == full.order[: len(short)]
+    assert best_size(short.expected_committed(), t) == best_size(full.expected_committed(), t)
+    # with gains on some nodes (a child may now rank above its parent's value) the bound still holds
+    g = {i: rng.choice([0.0, 0.0, rng.uniform(0.0, 0.3)]) for i in range(1, n)}
+    top = max(g.values(), default=0.0)
+
+    def gain(pool, node):
+        return g[node]
+
+    full = select_best_first(hand_pool(edges), rate_from(rates), budget, gain=gain, max_gain=top)
+    short = select_best_first(hand_pool(edges), rate_from(rates), budget, None, t, gain, top)
     assert short.order == full.order[: len(short)]
     assert best_size(short.expected_committed(), t) == best_size(full.expected_committed(), t)

@@ -51,6 +51,9 @@ def test_hw_tree_is_resized_per_curve():
     cpu = replay_hw_tree([CHAIN], lambda n: 1 + 0.5 * (n - 1))  # rates 1, 1.27, 1.35, 1.12: b* = 3
     assert (cpu["tree"], cpu["tau"]) == (3, 3)
     assert cpu["speedup"] == pytest.approx(3 / 2.0)
+    # a recorded gain counts as the drafter counts it: 1 more on the last node makes b = 4 pay (3.8 / 2.5)
+    gained = replay_hw_tree([{**CHAIN, "gains": [0.0, 0.0, 0.0, 1.0]}], lambda n: 1 + 0.5 * (n - 1))
+    assert gained["tree"] == 4 and gained["tau"] == 3
 
 
 def test_fixed_methods_replay_their_recorded_steps():
