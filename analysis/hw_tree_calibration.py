@@ -108,6 +108,36 @@ def bench_note(run: str, model: str, method: str, bench: str, points: Sequence[M
     )
 
 
+def row_value_notes(sets: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[str]:
+    """Per run × model × method × bench (greedy ok rows): the rows that only rejected nodes wrote into the
+    adjacency table (`hw_rows_explored`), the accepted nodes drafted from them (`hw_rows_credit`), and
+    their ratio, the observed value g of a new row that hw_tree's `row_value` learns."""
+    out = []
+    for run, rows in sets:
+        tot: dict[tuple[str, str, str], list[float]] = {}
+        for r in rows:
+            stats = r.get("drafter_stats")
+            if (
+                r.get("status", "ok") != "ok"
+                or (r.get("temperature") or 0.0)
+                or not isinstance(stats, Mapping)
+            ):
+                continue
+            if "hw_rows_explored" not in stats:
+                continue
+            key = (str(r.get("model", "?")), str(r.get("method", "?")), str(r.get("bench", "?")))
+            acc = tot.setdefault(key, [0.0, 0.0])
+            acc[0] += float(stats["hw_rows_explored"])
+            acc[1] += float(stats.get("hw_rows_credit", 0))
+        for (model, method, bench), (explored, credit) in sorted(tot.items()):
+            g = fmt(credit / explored, 3) if explored else "—"
+            out.append(
+                f"{run} {model} {method} {bench}: {int(explored)} rows written only by rejected nodes, "
+                f"{int(credit)} nodes accepted from them (g = {g} a row)"
+            )
+    return out
+
+
 def build(res: Results, out: Path) -> Output:
     sets = row_sets(res)  # every bench run's rows, read from disk once
     found = calibration_sets(sets)
@@ -143,6 +173,14 @@ def build(res: Results, out: Path) -> Output:
             "Per benchmark (Σ predicted over Σ accepted above 1: the estimates overrate that benchmark's "
             "nodes):",
             *(bench_note(*b) for b in bench_totals(sets)),
+            *(
+                [
+                    "The value of a new adjacency-table row (hw_tree's row_value), per benchmark:",
+                    *row_value_notes(sets),
+                ]
+                if row_value_notes(sets)
+                else []
+            ),
         ],
     )
     files += _figure(found, out)

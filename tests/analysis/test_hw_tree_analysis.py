@@ -99,6 +99,19 @@ def test_calibration_per_benchmark_sums_predicted_against_accepted():
     )
 
 
+def test_row_value_notes_sum_rows_and_credit_per_benchmark():
+    stats = {"hw_rows_explored": 40, "hw_rows_credit": 3}
+    rows = [
+        row("hw_tree", drafter_stats=stats),
+        row("hw_tree", prompt="1", drafter_stats={"hw_rows_explored": 10, "hw_rows_credit": 2}),
+        row("hw_tree", bench="gsm8k", drafter_stats=HW_STATS),  # written before row_value: no note
+    ]
+    assert hw_tree_calibration.row_value_notes([("runs", rows)]) == [
+        "runs smollm2-135m hw_tree humaneval: 50 rows written only by rejected nodes, 5 nodes accepted "
+        "from them (g = 0.100 a row)"
+    ]
+
+
 def write_rows(folder: Path, rows: list[dict]) -> None:
     path = folder / "smollm2-135m" / "humaneval.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
