@@ -63,6 +63,11 @@ def expected_calibration_error(points: Sequence[Mapping[str, float]]) -> float:
     return sum(p["nodes"] * abs(p["predicted"] - p["observed"]) for p in points) / total if total else 0.0
 
 
+def greedy_ok(row: Mapping[str, Any]) -> bool:
+    """A finished row at T = 0: the rows whose counts the calibration and the row value pool."""
+    return row.get("status", "ok") == "ok" and not (row.get("temperature") or 0.0)
+
+
 def calibration_sets(
     sets: Iterable[tuple[str, Sequence[Mapping[str, Any]]]],
 ) -> list[tuple[str, str, str, list[dict[str, float]]]]:
@@ -71,7 +76,7 @@ def calibration_sets(
     for run, rows in sets:
         groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
         for r in rows:
-            if r.get("status", "ok") == "ok" and not (r.get("temperature") or 0.0):
+            if greedy_ok(r):
                 groups.setdefault((r.get("model", "?"), r.get("method", "?")), []).append(r)
         for (model, method), g in sorted(groups.items()):
             bins = pooled_bins(g)
@@ -117,13 +122,7 @@ def row_value_notes(sets: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> 
         tot: dict[tuple[str, str, str], list[float]] = {}
         for r in rows:
             stats = r.get("drafter_stats")
-            if (
-                r.get("status", "ok") != "ok"
-                or (r.get("temperature") or 0.0)
-                or not isinstance(stats, Mapping)
-            ):
-                continue
-            if "hw_rows_explored" not in stats:
+            if not greedy_ok(r) or not isinstance(stats, Mapping) or "hw_rows_explored" not in stats:
                 continue
             key = (str(r.get("model", "?")), str(r.get("method", "?")), str(r.get("bench", "?")))
             acc = tot.setdefault(key, [0.0, 0.0])
@@ -161,6 +160,7 @@ def build(res: Results, out: Path) -> Output:
         f"{run} {model} {method}: ECE {fmt(expected_calibration_error(pts), 3)}"
         for run, model, method, pts in found
     ]
+    row_notes = row_value_notes(sets)
     files = write_table(
         out,
         "hw_tree_calibration",
@@ -174,11 +174,8 @@ def build(res: Results, out: Path) -> Output:
             "nodes):",
             *(bench_note(*b) for b in bench_totals(sets)),
             *(
-                [
-                    "The value of a new adjacency-table row (hw_tree's row_value), per benchmark:",
-                    *row_value_notes(sets),
-                ]
-                if row_value_notes(sets)
+                ["The value of a new adjacency-table row (hw_tree's row_value), per benchmark:", *row_notes]
+                if row_notes
                 else []
             ),
         ],
