@@ -9,8 +9,10 @@ nodes offered per step; ms per step of drafting, forward, walk and the drafter's
 the step outside the forward (drafting + bookkeeping); the size rule's cut: for `*_auto` rows
 (goose.engine.budget.auto_budget stats) the drafter's proposed nodes per step, the nodes cut per step and
 the share of steps cut to the anchor alone; for hw_tree the best-first pool per step and the nodes its
-latency rule left out. Steps = forward calls minus the prefill. Wall-clock is machine-dependent: read it
-next to the run's device.
+latency rule left out; the forward against the run's latency curve (`budget_latency`, calibrated at one
+KV length, 256 by default): Σ measured forward / Σ t(n) over the verified tree sizes, how far a size rule
+working from that curve misjudges a step (next to the mean prompt tokens: a longer prompt attends over more
+KV). Steps = forward calls minus the prefill. Wall-clock is machine-dependent: read it next to the run's device.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.load import BENCH_ORDER, Results, bench_name, method_name, model_name, order_key
+from analysis.projection import CostCurve
 from analysis.report import Output, Skip, cli, fmt, write_table
 from goose.records.results import read_rows
 
@@ -51,6 +54,15 @@ def _num(x: Any) -> float:
     return 0.0 if v != v else v
 
 
+def curve_seconds(row: Mapping[str, Any]) -> float | None:
+    """Σ t(n) over the row's verified tree sizes on its own latency curve (None without one)."""
+    table, sizes = row.get("budget_latency"), row.get("step_tree_size")
+    if not isinstance(table, Mapping) or not table.get("sizes") or not sizes:
+        return None
+    curve = CostCurve(list(table["sizes"]), {0: list(table["seconds"])})
+    return sum(curve.t(int(n), 0) for n in sizes)
+
+
 def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """τ, mean verified tree, ms per step per phase, off-forward share and the size rule's cut, pooled
     over `rows` (one method's rows of one bench)."""
@@ -66,6 +78,12 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     for p in PHASES:
         out[p.removesuffix("_s") + "_ms"] = 1e3 * tot[p] / steps if steps else float("nan")
     out["off_forward"] = (step_s - tot["forward_s"]) / step_s if step_s and tot["forward_s"] else float("nan")
+    out["prompt_tokens"] = sum(_num(r.get("prompt_tokens")) for r in rows) / len(rows) if rows else 0.0
+    timed = [(r, curve_seconds(r)) for r in rows]
+    timed = [(r, c) for r, c in timed if c]
+    out["forward_vs_curve"] = (
+        sum(_num(r.get("forward_s")) for r, _ in timed) / sum(c for _, c in timed) if timed else float("nan")
+    )
     stats = [r.get("drafter_stats") if isinstance(r.get("drafter_stats"), Mapping) else {} for r in rows]
 
     def total(key: str) -> float:
@@ -141,6 +159,8 @@ def build(res: Results, out: Path) -> Output:
             fmt(t["tree"], 1),
             fmt(t["draft_ms"], 2),
             fmt(t["forward_ms"], 2),
+            fmt(t["forward_vs_curve"], 2),
+            fmt(t["prompt_tokens"], 0),
             fmt(t["walk_ms"], 2),
             fmt(t["update_ms"], 2),
             fmt(100 * t["off_forward"], 1) + "%",
@@ -163,6 +183,8 @@ def build(res: Results, out: Path) -> Output:
             "tree",
             "draft ms",
             "forward ms",
+            "forward / curve",
+            "prompt tokens",
             "walk ms",
             "update ms",
             "off-forward",
@@ -178,6 +200,8 @@ def build(res: Results, out: Path) -> Output:
             "proposed / cut / steps to AR: for budget=auto rows the drafter's tree before the cut, the nodes "
             "cut and the steps cut to the anchor alone; for hw_tree the best-first pool, the nodes its "
             "latency rule left out and the steps it verified the anchor alone.",
+            "forward / curve: the measured forward over the run's latency curve t(n) summed over the "
+            "verified sizes (calibrated at one KV length, 256 by default; above 1: steps cost more than the size rule assumed).",
             "Wall-clock is machine-dependent; `make bench` runs pool their repeats.",
         ],
     )

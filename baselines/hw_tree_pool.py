@@ -117,11 +117,19 @@ class Selection:
 
     def expected_committed(self) -> list[float]:
         """E[committed | b] for b = 1..len, gains included: the anchor's value 1 is the bonus token."""
-        out, total = [], 0.0
-        for i, v in enumerate(self.values):
-            total += v + (self.gains[i] if self.gains else 0.0)
-            out.append(total)
-        return out
+        return expected_committed(self.values, self.gains)
+
+
+def expected_committed(values: Sequence[float], gains: Sequence[float] = ()) -> list[float]:
+    """E[committed | b] for b = 1..len(values) of a best-first order: the running sum of each node's value
+    (P(path accepted); the anchor's 1 is the bonus token) plus its gain past this step (none: 0)."""
+    if gains and len(gains) != len(values):
+        raise ValueError(f"expected_committed: {len(gains)} gains for {len(values)} values")
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v + (gains[i] if gains else 0.0)
+        out.append(total)
+    return out
 
 
 def select_best_first(

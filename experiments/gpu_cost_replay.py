@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.projection import CostCurve
-from baselines.hw_tree_pool import best_size
+from baselines.hw_tree_pool import best_size, expected_committed
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_RECORDS = sorted((ROOT / "results" / "gpu").glob("*/gpu_check.json"))  # one per GPU
@@ -97,13 +97,7 @@ def replay_hw_tree(pools: Sequence[Mapping[str, Any]], t: Callable[[int], float]
     the values plus the gains, as the drafter sizes)."""
     steps = []
     for pool in pools:
-        values = pool["values"]
-        gains = pool.get("gains") or [0.0] * len(values)
-        expected, total = [], 0.0
-        for v, g in zip(values, gains, strict=True):
-            total += v + g
-            expected.append(total)
-        b = best_size(expected, t)
+        b = best_size(expected_committed(pool["values"], pool.get("gains") or ()), t)
         steps.append((b, committed_at(pool["labels"], pool["parents"], b)))
     return replay_fixed(steps, t)
 

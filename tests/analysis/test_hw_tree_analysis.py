@@ -69,6 +69,22 @@ def test_summary_pools_tau_tree_split_and_cut():
     assert pld["proposed"] != pld["proposed"]  # NaN: no size rule
 
 
+def test_forward_against_the_runs_latency_curve():
+    curve = {"sizes": [1, 2, 4], "seconds": [0.010, 0.012, 0.020]}
+    # sizes 1, 3 and 6 on the curve: 10 + 16 + 28 (the last segment extended) = 54 ms; 70 ms measured
+    r = row(
+        "hw_tree_auto", budget_latency=curve, step_tree_size=[1, 3, 6], forward_s=0.070, prompt_tokens=500
+    )
+    assert hw_tree_gap.curve_seconds(r) == pytest.approx(0.054)
+    s = hw_tree_gap.summarise([r, row("hw_tree_auto", prompt_tokens=100)])  # the second has no curve
+    assert s["forward_vs_curve"] == pytest.approx(0.070 / 0.054)
+    assert s["prompt_tokens"] == pytest.approx(300)
+    assert (
+        hw_tree_gap.summarise([row("pld")])["forward_vs_curve"]
+        != hw_tree_gap.summarise([row("pld")])["forward_vs_curve"]
+    )  # NaN: no curve recorded
+
+
 def test_gap_table_keeps_the_methods_of_the_question():
     rows = [row("goose_auto"), row("pld"), row("hw_tree_auto"), row("eagle2"), row("pld", temperature=0.7)]
     table = hw_tree_gap.gap_table([("run", rows)])

@@ -26,6 +26,7 @@ from baselines.hw_tree_pool import (
     CandidatePool,
     best_size,
     conf_bin,
+    expected_committed,
     select_best_first,
 )
 from goose.engine.core.tree import BRANCH, ROOT, SPINE
@@ -141,6 +142,11 @@ def test_a_gain_ranks_a_node_ahead_without_changing_values():
     assert sel.values == pytest.approx([1.0, 0.6, 0.05, 0.48])  # P(path accepted) still
     assert sel.gains == pytest.approx([0.0, 0.0, 0.5, 0.0])
     assert sel.expected_committed() == pytest.approx([1.0, 1.6, 2.15, 2.63])
+    # the GPU-cost replay sizes recorded pools with the same sum (values and gains as recorded)
+    assert expected_committed(sel.values, sel.gains) == sel.expected_committed()
+    assert expected_committed([1.0, 0.5]) == pytest.approx([1.0, 1.5])
+    with pytest.raises(ValueError, match="2 gains for 3 values"):
+        expected_committed([1.0, 0.5, 0.2], [0.0, 0.1])
 
 
 # ------------------------------------------------------------------ the size choice
