@@ -16,7 +16,8 @@ Targets (SmolLM2-135M on a CPU with 2 threads unless the row says otherwise):
                                        weight bytes over the bandwidth and the FLOPs over the
                                        measured matmul throughput)
     Goose auto >= 2.0x engine AR       the `make bench` runs under results/bench/, on every benchmark: the
-                                       row shows the lowest benchmark and all prompts
+                                       row shows the lowest benchmark and all prompts (a run over only
+                                       some of the paper's five benchmarks: reported, not judged)
     Goose auto >= 1.5x hf prompt lookup   the bf16 bench records, on every benchmark
     engine AR >= 2.0x hf greedy        every bench record, all prompts
     Gemma-3-270M: Goose auto >= 1.5x engine AR   the Gemma bench records in bf16, all prompts
@@ -40,7 +41,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from analysis.load import Results, bench_name
+from analysis.load import BENCH_ORDER, Results, bench_name
 from analysis.report import Output, Skip, cli, write_table
 from analysis.wall_clock import bench_records, machine, per_repeat_tokens_per_s, prompts_label, ratios
 
@@ -181,7 +182,8 @@ def every_benchmark(
     baseline: str,
     target: float,
 ) -> tuple[str, str]:
-    """(measured, verdict) of `name` >= target x `baseline` on every benchmark."""
+    """(measured, verdict) of `name` >= target x `baseline` on every benchmark; a run over only some of the
+    paper's benchmarks is reported but not judged (its easiest ones would pass for all of them)."""
     medians = {b: spread(ratios(rates, name, baseline)) for b, rates in per_bench.items()}
     worst = min(medians, key=lambda b: medians[b][0])
     listed = ", ".join(f"{bench_name(b)} {s[0]:.2f}" for b, s in medians.items())
@@ -189,6 +191,9 @@ def every_benchmark(
         f"lowest {bench_name(worst)} {fmt(medians[worst])}; all prompts "
         f"{fmt(spread(ratios(overall, name, baseline)))} ({listed})"
     )
+    paper = set(BENCH_ORDER)
+    if set(medians) < paper:
+        return measured, f"not judged: {len(medians)} of the {len(paper)} benchmarks"
     return measured, verdict(min(s[0] for s in medians.values()), target)
 
 

@@ -442,6 +442,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--methods", default="goose,goose:auto", help="engine methods besides AR; suffix :auto = budget=auto"
     )
+    ap.add_argument(
+        "--latency-kv",
+        type=lambda v: [int(k) for k in v.split(",") if k],
+        default=[],
+        help="budget_kv_lens: more cache lengths for :auto's cost curve, t(n, kv) (e.g. 1024; default: KV 256 only)",
+    )
     ap.add_argument("--hf", default="greedy,pld", help="transformers contenders: greedy, pld")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument(
@@ -557,10 +563,10 @@ def build_contenders(
         base = method.removesuffix("_auto")
         make = method_factory(base, args.overrides.get(base, ()))
         if method.endswith("_auto"):
-            make, latency_record = auto_budget(make, engine, profile)
+            make, latency_record = auto_budget(make, engine, profile, args.latency_kv)
             if profile is None:  # a resume drafts with the same curve
                 saved.parent.mkdir(parents=True, exist_ok=True)
-                LatencyTable(latency_record["sizes"], latency_record["seconds"]).save(saved)
+                LatencyTable.from_dict(latency_record).save(saved)
                 profile = str(saved)
         measured[name] = engine_contender(method, make(), verifier)
         sampling = replace(args.sampling, verifier=verifier)

@@ -142,6 +142,12 @@ def _check_quick(name: str, value: Any) -> Any:
     return check_choice(name, value, ("auto", True, False), why="auto uses the model's quick_* values")
 
 
+def _check_kv_lens(name: str, value: Any) -> Any:
+    for i, kv in enumerate(value):
+        check_int(f"{name}[{i}]", kv, low=1, why="a cache length the cost curve is also measured at")
+    return value
+
+
 def _check_prepack(name: str, value: Any) -> Any:
     return check_choice(name, value, ("auto", True, False), why="auto prepacks wherever oneDNN can")
 
@@ -168,6 +174,7 @@ class GooseBenchConfig:
         ),
     )
     budget_profile: str | None = None  # budget=auto: a saved latency table (JSON) instead of calibrating
+    budget_kv_lens: list[int] = field(default_factory=list, metadata={"check": _check_kv_lens})
     prepack: Any = _checked("auto", _check_prepack)
     compile: Any = _checked(
         False, partial(check_bool, why="the verification steps' lean forward through torch.compile")

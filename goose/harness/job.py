@@ -8,6 +8,7 @@ and drafters receive plain Python values.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,12 @@ from goose.records.metrics import cell_summary, format_table
 from goose.records.results import results_path
 
 
-def latency_table(engine: VerificationEngine, profile: str | None) -> tuple[Any, dict[str, Any]]:
+def latency_table(
+    engine: VerificationEngine, profile: str | None, more_kv_lens: Sequence[int] = ()
+) -> tuple[Any, dict[str, Any]]:
     """budget=auto: the engine's cost curve from `budget_profile` (a saved table, so that two runs
-    on one machine draft the same trees) or calibrated now (once per process). Returns (the
-    `LatencyTable`, the table as recorded in each row)."""
+    on one machine draft the same trees) or calibrated now (once per process; also at `more_kv_lens`,
+    `budget_kv_lens`, for t(n, kv)). Returns (the `LatencyTable`, the table as recorded in each row)."""
     from goose.engine.budget.cost_model import LatencyTable, engine_latency
 
     if profile:
@@ -49,20 +52,28 @@ def latency_table(engine: VerificationEngine, profile: str | None) -> tuple[Any,
             ) from None
         source = str(profile)
     else:
-        table, source = engine_latency(engine), "calibrated at start-up"
-    curve = ", ".join(f"{n}: {1e3 * s:.1f}" for n, s in zip(table.sizes, table.seconds, strict=True))
-    print(f"goose-bench: budget=auto, verification latency ({source}; nodes: ms) {curve}")
+        kwargs = {"more_kv_lens": list(more_kv_lens)} if more_kv_lens else {}
+        table, source = engine_latency(engine, **kwargs), "calibrated at start-up"
+    curves = [(table.kv_len, table.seconds), *sorted(table.kv_seconds.items())]
+    for kv, seconds in curves:
+        curve = ", ".join(f"{n}: {1e3 * s:.1f}" for n, s in zip(table.sizes, seconds, strict=True))
+        at = f", KV {kv}" if table.kv_seconds else ""
+        print(f"goose-bench: budget=auto, verification latency ({source}{at}; nodes: ms) {curve}")
     record = {"source": source, "sizes": list(table.sizes), "seconds": list(table.seconds)}
+    if table.kv_seconds:
+        record |= {"kv_len": table.kv_len, "kv_seconds": {str(k): v for k, v in table.kv_seconds.items()}}
     return table, record
 
 
-def auto_budget(make_drafter, engine: VerificationEngine, profile: str | None):
+def auto_budget(
+    make_drafter, engine: VerificationEngine, profile: str | None, more_kv_lens: Sequence[int] = ()
+):
     """budget=auto for a drafter factory: every drafter it makes is wrapped (`latency_table`).
     Returns (factory, the table as recorded in each row). Used by `make bench` (experiments/bench.py);
     `run_job` wraps its one drafter."""
     from goose.engine.budget.auto_budget import auto_budget_factory
 
-    table, record = latency_table(engine, profile)
+    table, record = latency_table(engine, profile, more_kv_lens)
     return auto_budget_factory(make_drafter, engine, latency=table), record
 
 
@@ -124,7 +135,9 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     if cfg.get("budget", "fixed") == "auto" and method != "ar":
         from goose.engine.budget.auto_budget import wrap_auto_budget
 
-        table, latency_record = latency_table(engine, cfg.get("budget_profile"))
+        table, latency_record = latency_table(
+            engine, cfg.get("budget_profile"), cfg.get("budget_kv_lens") or ()
+        )
         drafter = wrap_auto_budget(drafter, engine, latency=table)
         method = f"{method}_auto"
     cell = Cell(

@@ -653,8 +653,9 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
     goose_ar = next(c for c in bench if c[0].startswith("Goose auto ≥ 2.0× engine AR"))
     # per-repeat ratios (write_bench_record): HumanEval 4.0, 1.5, 2.0 and GSM8K 1.5, 2.0, 2.5
     assert goose_ar[3].startswith("lowest HumanEval 2.00× [1.50, 4.00]; all prompts 2.18× [1.80, 2.35]")
-    assert goose_ar[4] == "met"
-    assert next(c for c in bench if "prompt lookup" in c[0])[4] == "met"
+    # two of the paper's five benchmarks: reported, not judged on "every benchmark"
+    assert goose_ar[4] == "not judged: 2 of the 5 benchmarks"
+    assert next(c for c in bench if "prompt lookup" in c[0])[4] == "not judged: 2 of the 5 benchmarks"
     assert not [c for c in bench if c[0].startswith("engine AR")]  # the record has no hf:greedy
     # engine AR's decoding step against its floor, from the bench's hardware_floor summary
     ar_step = next(c for c in bench if c[0].startswith("one-token step"))
@@ -671,7 +672,13 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
     performance_targets.build(records(tmp_path), out)
     table = (out / "performance_targets.md").read_text()
     row = next(r for r in table.splitlines() if "Goose auto ≥ 2.0× engine AR" in r)
-    assert "lowest GSM8K 1.33×" in row and row.endswith("| **not met** |")
+    assert "lowest GSM8K 1.33×" in row
+    rates = {"engine:goose:auto": [4.0, 4.0, 4.0], "engine:ar": [2.0, 2.0, 2.0]}
+    slow = {"engine:goose:auto": [3.0, 3.0, 3.0], "engine:ar": [2.0, 2.0, 2.0]}
+    five = {b: rates for b in ("humaneval", "mbpp", "classeval", "gsm8k", "mtbench")}
+    judge = performance_targets.every_benchmark
+    assert judge(five, rates, "engine:goose:auto", "engine:ar", 2.0)[1] == "met"
+    assert judge({**five, "mbpp": slow}, rates, "engine:goose:auto", "engine:ar", 2.0)[1] == "**not met**"
 
 
 def test_performance_targets_read_the_gpu_records_per_engine_and_kv_length(tmp_path):

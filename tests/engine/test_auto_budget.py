@@ -216,3 +216,18 @@ def test_a_cut_keeps_every_node_past_accept_limit_and_prices_them():
     hanging.add(7, 2, LOOKAHEAD)  # under an acceptable node that a cut to b = 2 removes: no cut
     hanging.accept_limit = 3
     assert prefix_tree(hanging, 2) is hanging
+
+
+def test_a_kv_aware_table_sizes_each_step_at_its_cache_length():
+    # t(n) = 1 + 0.02 (n - 1) at KV 8 (a long tree pays), 1 + 2 (n - 1) at KV 64 (only the anchor pays)
+    table = LatencyTable(sizes=[1, 128], seconds=[1.0, 3.54], kv_len=8, kv_seconds={64: [1.0, 255.0]})
+    tree = spine_tree()
+    sizes = {}
+    for cache in (8, 64):
+        drafter = AutoBudgetDrafter(FixedDrafter(tree), table)
+        drafter.begin(list(range(cache)), torch.zeros(1, 4))
+        sizes[cache] = len(drafter.propose(list(range(cache + 1))))  # the cache: all but the anchor
+    assert sizes[8] > 7 and sizes[64] == 1  # the whole spine and more at KV 8; at KV 64 the anchor alone
+    flat = AutoBudgetDrafter(FixedDrafter(tree), LatencyTable(sizes=[1, 128], seconds=[1.0, 3.54]))
+    flat.begin([1], torch.zeros(1, 4))
+    assert len(flat.propose(list(range(65)))) == sizes[8]  # one curve: the cache length plays no part

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from goose.engine.budget.cost_model import LatencyTable, calibrate, calibration_tree, engine_latency, monotone
+from goose.engine.budget.cost_model import (
+    LatencyTable,
+    at_kv,
+    calibrate,
+    calibration_tree,
+    engine_latency,
+    monotone,
+)
 from goose.engine.core.tree import SPINE
 from goose.engine.core.verifier import VerificationEngine
 from tests.tiny_models import VOCAB, tiny_model
@@ -57,3 +64,33 @@ def test_calibrate_on_tiny_model():
     assert table.meta["kv_len"] == 24 and table.meta["threads"] == torch.get_num_threads()
     assert engine.prefix_len == 24  # rolled back after every timed step
     assert engine_latency(engine, sizes=(2, 4), kv_len=8, repeats=1) is engine_latency(engine)
+
+
+def test_a_table_at_several_cache_lengths_interpolates_in_kv(tmp_path):
+    # t(n, 256) = n, t(n, 1024) = 2n: linear in kv between, extended past 1024, clamped below 256
+    table = LatencyTable(sizes=[1, 8], seconds=[1.0, 8.0], kv_len=256, kv_seconds={1024: [2.0, 16.0]})
+    kvs, rows = table.curves(8)
+    assert list(kvs) == [256, 1024] and rows.shape == (2, 8)
+    assert at_kv(kvs, rows, 640) == pytest.approx([1.5 * n for n in range(1, 9)])
+    assert at_kv(kvs, rows, 1792) == pytest.approx([3.0 * n for n in range(1, 9)])
+    assert at_kv(kvs, rows, 10) == pytest.approx(list(range(1, 9)))
+    one_kvs, one = LatencyTable(sizes=[1, 8], seconds=[1.0, 8.0]).curves(4)
+    assert at_kv(one_kvs, one, 5000) == pytest.approx([1.0, 2.0, 3.0, 4.0])  # one curve: no kv at all
+    table.save(tmp_path / "lat.json")
+    assert LatencyTable.load(tmp_path / "lat.json") == table
+    with pytest.raises(ValueError, match="kv_len"):
+        LatencyTable(sizes=[1, 8], seconds=[1.0, 8.0], kv_seconds={1024: [2.0, 16.0]})
+    with pytest.raises(ValueError, match=r"kv_seconds\[1024\]: needs 2 timings"):
+        LatencyTable(sizes=[1, 8], seconds=[1.0, 8.0], kv_len=256, kv_seconds={1024: [2.0]})
+
+
+def test_calibrate_at_more_cache_lengths_on_tiny_model():
+    engine = VerificationEngine(tiny_model("llama"), eos_token_ids=())
+    table = calibrate(engine, sizes=(2, 8), kv_len=16, repeats=1, more_kv_lens=(48, 16))
+    assert table.kv_len == 16 and sorted(table.kv_seconds) == [48]  # the first length is not repeated
+    assert len(table.kv_seconds[48]) == 3 and table.kv_seconds[48] == monotone(table.kv_seconds[48])
+    with pytest.raises(ValueError, match="positive"):
+        calibrate(engine, sizes=(2,), kv_len=16, repeats=1, more_kv_lens=(0,))
+    assert sorted(
+        engine_latency(engine, sizes=(2,), kv_len=16, repeats=1, more_kv_lens=(32,)).kv_seconds
+    ) == [32]

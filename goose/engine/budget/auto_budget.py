@@ -1,11 +1,12 @@
 """budget=auto: cut any tree drafter's tree to the size this hardware pays for (a harness extension; the paper
 fixes B). Builders insert the most valuable nodes first, so the wrapper verifies the prefix of b* nodes
 maximising E[committed | b] / latency(b), with E = 1 + Σ_{i<b} q_i and latency from
-`goose.engine.budget.cost_model`. q_i = Π r along the path, r = P(accepted | parent accepted) per cell
-(source, depth, sibling rank), which is what acceptance depends on (p_s ≫ p_t); Beta prior (0.6 for the
-spine, 0.35 / (rank + 1) otherwise). Counts persist across prompts and decay every step, so an unobserved
-cell returns to its prior: otherwise a source that fails a few times is cut for good (discounted
-Beta-Bernoulli, Garivier & Moulines 2011; tests/engine/test_auto_budget.py).
+`goose.engine.budget.cost_model` (at the step's cache length where the table has several KV lengths).
+q_i = Π r along the path, r = P(accepted | parent accepted) per cell (source, depth, sibling rank), which
+is what acceptance depends on (p_s ≫ p_t); Beta prior (0.6 for the spine, 0.35 / (rank + 1) otherwise).
+Counts persist across prompts and decay every step, so an unobserved cell returns to its prior: otherwise a
+source that fails a few times is cut for good (discounted Beta-Bernoulli, Garivier & Moulines 2011;
+tests/engine/test_auto_budget.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from goose.engine.budget.cost_model import LatencyTable, engine_latency
+from goose.engine.budget.cost_model import LatencyTable, at_kv, engine_latency
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.tree import SPINE, DraftTree
@@ -157,7 +158,9 @@ class AutoBudgetDrafter(Drafter):
         self.max_nodes = max_nodes
         self.prior_strength = prior_strength
         self.acceptance = AcceptanceModel(prior_strength, decay=decay)
-        self._lat = np.asarray(latency.curve(128))
+        self._kvs, self._curves = latency.curves(128)
+        self._lat = self._curves[0]  # t(n) at the step's cache length (`_at_cache`)
+        self._kv = 0.0
         self._keys: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._own: dict[str, int] = {}
         # A sampling drafter (STAND) sizes its own tree: cutting after the draws would bias rejection
@@ -205,8 +208,16 @@ class AutoBudgetDrafter(Drafter):
 
     def _latencies(self, n: int) -> np.ndarray:
         if n > self._lat.shape[0]:
-            self._lat = np.asarray(self.latency.curve(max(n, 2 * self._lat.shape[0])))
+            self._kvs, self._curves = self.latency.curves(max(n, 2 * self._lat.shape[0]))
+            self._lat = at_kv(self._kvs, self._curves, self._kv)
         return self._lat[:n]
+
+    def _at_cache(self, committed: list[int]) -> None:
+        """t(n) for this step: at the cache length (the committed tokens but the anchor) on a table
+        measured at several KV lengths, else the table's one curve."""
+        if self._curves.shape[0] > 1:
+            self._kv = float(len(committed) - 1)
+            self._lat = at_kv(self._kvs, self._curves, self._kv)
 
     def choose(self, tree: DraftTree, keys: tuple[np.ndarray, np.ndarray, np.ndarray]) -> int:
         """b* in [min_nodes, n] (see module docstring); ties go to the smaller tree."""
@@ -231,6 +242,7 @@ class AutoBudgetDrafter(Drafter):
         self.inner.begin(prompt_ids, prefill_logits)
 
     def propose(self, committed: list[int]) -> DraftTree:
+        self._at_cache(committed)
         tree = self.inner.propose(committed)
         self.route = self.inner.route
         n = len(tree)
