@@ -303,11 +303,23 @@ def record(args: argparse.Namespace, gpu_records: Sequence[Path]) -> dict[str, A
     return out
 
 
+def hw_tree_setting(text: str) -> str:
+    """One FIELD=VALUE of --hw-tree-set; several in one flag (a=1,b=2) are refused with how to pass them."""
+    parts = text.split(",")
+    if "=" not in text or sum("=" in p for p in parts) > 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: one FIELD=VALUE per --hw-tree-set; repeat the flag "
+            "(--hw-tree-set adj_width=10 --hw-tree-set row_value=false)"
+        )
+    return text
+
+
 def add_hw_tree_set(ap: argparse.ArgumentParser) -> None:
     """--hw-tree-set FIELD=VALUE (repeatable): an HwTreeConfig field, as `method.drafter.FIELD=VALUE`."""
     ap.add_argument(
         "--hw-tree-set",
         action="append",
+        type=hw_tree_setting,
         default=[],
         metavar="FIELD=VALUE",
         help="an HwTreeConfig field for hw_tree, e.g. adj_width=10 (repeatable)",

@@ -170,3 +170,17 @@ def test_a_missing_gpu_record_is_refused_before_recording(tmp_path):
     with pytest.raises(SystemExit, match="no GPU record at .*nowhere.json"):
         gpu_cost_replay.main(["--gpu-record", str(tmp_path / "nowhere.json"), "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()  # nothing recorded, nothing written
+
+
+def test_several_fields_in_one_hw_tree_set_are_refused_with_the_way_to_pass_them(capsys):
+    from experiments import gpu_cost_replay
+
+    args = gpu_cost_replay.parse_args(["--hw-tree-set", "adj_width=10", "--hw-tree-set", "row_value=false"])
+    assert args.hw_tree_set == ["adj_width=10", "row_value=false"]
+    assert gpu_cost_replay.parse_args(["--hw-tree-set", "spine_lens=[4,8]"]).hw_tree_set == [
+        "spine_lens=[4,8]"
+    ]
+    for bad in ("adj_width=10,row_value=false", "adj_width"):
+        with pytest.raises(SystemExit):
+            gpu_cost_replay.parse_args(["--hw-tree-set", bad])
+        assert "one FIELD=VALUE per --hw-tree-set; repeat the flag" in capsys.readouterr().err
