@@ -91,6 +91,7 @@ from goose.harness.run_state import RunStateStore  # noqa: E402
 from goose.harness.runner import Cell, SamplingPlan, environment, run_cell  # noqa: E402
 from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields  # noqa: E402
 from goose.records.results import append_row, cell_key, read_rows, results_path  # noqa: E402
+from goose.validation import check_int_list  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = "engine:ar"
@@ -403,6 +404,17 @@ def _lossless(
 
 
 # ------------------------------------------------------------------------------------ driver
+def kv_lens_arg(text: str) -> list[int]:
+    """--latency-kv 1024[,2048]: the config's budget_kv_lens, checked as run.py checks it."""
+    try:
+        lens = [int(k) for k in text.split(",") if k]
+        return lens and list(
+            check_int_list("--latency-kv", lens, low=1, distinct=False, why="cache lengths, e.g. 1024")
+        )
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m", help="conf/model/<name>.yaml")
@@ -444,7 +456,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--latency-kv",
-        type=lambda v: [int(k) for k in v.split(",") if k],
+        type=kv_lens_arg,
         default=[],
         help="budget_kv_lens: more cache lengths for :auto's cost curve, t(n, kv) (e.g. 1024; default: KV 256 only)",
     )

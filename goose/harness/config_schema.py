@@ -24,7 +24,7 @@ from goose.engine.core.verify.rules import VERIFIERS
 from goose.harness.benchmarks import BenchmarkSpec, HubSource, PackageFile, RecordFilter
 from goose.harness.drafter_schema import check_drafter, register_drafters
 from goose.harness.models import DTYPES, ModelConfig
-from goose.validation import check_bool, check_choice, check_float, check_int, check_str
+from goose.validation import check_bool, check_choice, check_float, check_int, check_int_list, check_str
 
 SCHEMA_GROUP = "schema"
 SCHEMA_NAME = "goose_bench"
@@ -143,9 +143,8 @@ def _check_quick(name: str, value: Any) -> Any:
 
 
 def _check_kv_lens(name: str, value: Any) -> Any:
-    for i, kv in enumerate(value):
-        check_int(f"{name}[{i}]", kv, low=1, why="a cache length the cost curve is also measured at")
-    return value
+    why = "cache lengths the cost curve is also measured at; [] = KV 256 only"
+    return check_int_list(name, value, low=1, distinct=False, why=why) if len(value) else value
 
 
 def _check_prepack(name: str, value: Any) -> Any:

@@ -167,3 +167,13 @@ def test_each_contender_verifies_with_its_own_verifier_side_by_side(tmp_path, mo
     block_steps = sum(len(r["step_tree_size"]) for r in rows if r["verifier"] == "block")
     # at most one walk per step of the @block contender (and of its 16-token warm-up), none elsewhere
     assert 0 < len(calls) <= block_steps + 16
+
+
+def test_latency_kv_lengths_are_checked_as_the_config_checks_them(capsys):
+    from experiments.bench import parse_args
+
+    assert parse_args(["--latency-kv", "1024,2048"]).latency_kv == [1024, 2048]
+    assert parse_args([]).latency_kv == [] and parse_args(["--latency-kv", ""]).latency_kv == []
+    with pytest.raises(SystemExit):
+        parse_args(["--latency-kv", "0"])
+    assert "--latency-kv = [0]: must be a non-empty list of integers >= 1" in capsys.readouterr().err

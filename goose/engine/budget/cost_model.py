@@ -156,6 +156,11 @@ def calibration_tree(n: int, anchor: int, vocab_size: int, spine: int = 20, bran
     return tree
 
 
+def other_kv_lens(more_kv_lens: Sequence[int], kv_len: int) -> list[int]:
+    """The KV lengths `calibrate` measures besides kv_len: `more_kv_lens` without kv_len, ascending."""
+    return sorted({int(k) for k in more_kv_lens} - {int(kv_len)})
+
+
 @torch.inference_mode()
 def _time_sizes(
     engine: VerificationEngine,
@@ -203,7 +208,7 @@ def calibrate(
     it between prompts.
     """
     sizes = sorted({int(s) for s in sizes} | {1})
-    extra = sorted({int(k) for k in more_kv_lens} - {int(kv_len)})
+    extra = other_kv_lens(more_kv_lens, kv_len)
     if any(k < 1 for k in extra):
         raise ValueError(f"more_kv_lens must be positive, got {list(more_kv_lens)}")
     samples = _time_sizes(engine, sizes, kv_len, repeats, update_topk, seed)
@@ -238,9 +243,7 @@ def engine_latency(engine: VerificationEngine, **calibrate_kwargs: Any) -> Laten
     """The engine's latency table, calibrated once per engine (again if the thread count changed or other
     KV lengths are asked for)."""
     table = _CALIBRATED.get(engine)
-    more = sorted(
-        {int(k) for k in calibrate_kwargs.get("more_kv_lens", ())} - {calibrate_kwargs.get("kv_len", 256)}
-    )
+    more = other_kv_lens(calibrate_kwargs.get("more_kv_lens", ()), calibrate_kwargs.get("kv_len", 256))
     if (
         table is None
         or table.meta.get("threads") != torch.get_num_threads()
