@@ -47,7 +47,7 @@ def plot(record: dict, out: Path, name: str) -> list[Path]:
         ax_rel.plot(sizes, [s / seconds[0] for s in seconds], marker="o", label=dtype)
     for ax in (ax_ms, ax_rel):
         ax.set_xscale("log", base=2)
-        ax.set_xticks(next(iter(tables.values()))["sizes"])
+        ax.set_xticks([n for n in next(iter(tables.values()))["sizes"] if n & (n - 1) == 0])  # powers of 2
         ax.get_xaxis().set_major_formatter(ScalarFormatter())
         ax.set_xlabel("tree size n (nodes, anchor included)")
         ax.grid(True, alpha=0.3)

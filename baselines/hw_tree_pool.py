@@ -147,8 +147,9 @@ def select_best_first(
     With `gain` (at most `max_gain`) a node is ranked by its value plus its gain, and a prefix is the
     greedy, no longer the provably best, subtree of its size.
     With `latency` t the selection stops once no larger tree can beat the best E[committed | b] / t(b) so
-    far: m more nodes add at most m times the next value (plus `max_gain`) and cost at least t(b + 1), so
-    `best_size` picks the same b from the shorter selection."""
+    far: m more nodes add at most m times the next value (plus `max_gain`) and cost at least the cheapest
+    t of any larger size (t need not be non-decreasing), so `best_size` picks the same b from the shorter
+    selection."""
     if budget < 1:
         raise ValueError(f"budget = {budget}: must be >= 1")
     order, values, parents, gains = [0], [1.0], [-1], [0.0]
@@ -175,6 +176,7 @@ def select_best_first(
     open_node(0, 0)
     expected = 1.0
     best = 1.0 / latency(1) if latency is not None else 0.0
+    cheapest_above = _cheapest_above(latency, budget) if latency is not None else []
     while heap and len(order) < budget:
         neg, _, node, parent_place, value = heapq.heappop(heap)
         order.append(node)
@@ -188,9 +190,17 @@ def select_best_first(
         if latency is not None and heap:
             expected -= neg
             best = max(best, expected / latency(b))
-            if (expected + (max_gain - heap[0][0]) * (budget - b)) / latency(b + 1) <= best:
+            if (expected + (max_gain - heap[0][0]) * (budget - b)) / cheapest_above[b] <= best:
                 break  # no larger tree can do better
     return Selection(order, values, parents, gains)
+
+
+def _cheapest_above(latency: Callable[[int], float], budget: int) -> list[float]:
+    """[b] = min t(m) over b < m <= budget, for b = 0..budget − 1."""
+    out = [latency(m) for m in range(1, budget + 1)]
+    for b in range(budget - 2, -1, -1):
+        out[b] = min(out[b], out[b + 1])
+    return out
 
 
 def best_size(expected: Sequence[float], latency: Callable[[int], float], min_size: int = 1) -> int:

@@ -1,8 +1,8 @@
 """The cost curve: verification latency against tree size on this machine, per dtype.
 
 Calibrates `goose.engine.budget.cost_model` (median over repeats of one verification step, trees of
-n = 1, 2, 4, ..., 128 nodes after a KV cache of --kv-len tokens) for each dtype and writes
-<out-dir>/<name>.csv (one row per dtype and size, with every sample) and <name>.json (the latency
+every n from 1 to 24 nodes, then sparser up to 128, after a KV cache of --kv-len tokens) for each dtype
+and writes <out-dir>/<name>.csv (one row per dtype and size, with every sample) and <name>.json (the latency
 tables and the environment; `LatencyTable.from_dict` reads each table back, e.g. for
 `bench.py --latency`), by default under results/cost_curve/; `make figures` draws <name>.png and
 .pdf from the JSON (analysis/cost_curve.py), and so does this script, into --figures.

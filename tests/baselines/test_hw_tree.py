@@ -499,6 +499,16 @@ def test_branch_label_for_adjacency_only_nodes():
     assert tree.tokens[:2] == [3, 40] and tree.sources[1] == BRANCH
 
 
+def test_stopping_early_bounds_by_the_cheapest_larger_size():
+    # one likely child, four unlikely ones; 2 and 3 nodes cost 2.5, 4 to 6 cost 0.9 (a CPU's tiles of rows):
+    # bounding the larger trees by t(3) alone would stop at 2 nodes, and 5 nodes pay best
+    edges = [(0, 10 + i) for i in range(1, 6)]
+    rates = {1: 0.9, 2: 0.02, 3: 0.02, 4: 0.02, 5: 0.02}
+    t = {1: 1.0, 2: 2.5, 3: 2.5, 4: 0.9, 5: 0.9, 6: 0.9}.__getitem__
+    sel = select_best_first(hand_pool(edges), rate_from(rates), 6, latency=t)
+    assert len(sel) == 6 and best_size(sel.expected_committed(), t) == 6
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_stopping_early_under_a_latency_picks_the_same_size(seed):
     rng = random.Random(seed)
@@ -506,9 +516,17 @@ def test_stopping_early_under_a_latency_picks_the_same_size(seed):
     edges = [(rng.randrange(i), 100 + i) for i in range(1, n)]
     rates = {i: rng.choice([rng.random(), rng.uniform(0.7, 1.0), 1.0]) for i in range(1, n)}
     slope, bump = rng.uniform(0.0, 0.4), rng.choice([0.0, 0.5])
+    # not non-decreasing, as CPUs measure it: dear 2- and 3-node steps, cheaper 4 to 6 (kernel tiles of rows)
+    peak, dip = rng.choice([(0.0, 0.0), (1.5, 0.5)])
 
     def t(b):
-        return 1.0 + slope * (b - 1) + (bump if b > 8 else 0.0)
+        return (
+            1.0
+            + slope * (b - 1)
+            + (bump if b > 8 else 0.0)
+            + (peak if b in (2, 3) else 0.0)
+            - (dip if 4 <= b <= 6 else 0.0)
+        )
 
     budget = rng.randint(2, n + 3)
     full = select_best_first(hand_pool(edges), rate_from(rates), budget)

@@ -1,6 +1,8 @@
-"""Latency table: interpolation, monotone clean-up, persistence; calibration on a tiny model."""
+"""Latency table: interpolation, persistence; calibration on a tiny model, its medians kept as measured."""
 
 from __future__ import annotations
+
+import statistics
 
 import pytest
 import torch
@@ -11,7 +13,6 @@ from goose.engine.budget.cost_model import (
     calibrate,
     calibration_tree,
     engine_latency,
-    monotone,
 )
 from goose.engine.core.tree import SPINE
 from goose.engine.core.verifier import VerificationEngine
@@ -29,14 +30,15 @@ def test_interpolation_and_extrapolation():
     assert LatencyTable(sizes=[1], seconds=[0.5])(100) == 0.5
 
 
-def test_validation_and_monotone():
+def test_validation():
     with pytest.raises(ValueError):
         LatencyTable(sizes=[1, 1], seconds=[1.0, 2.0])
     with pytest.raises(ValueError):
         LatencyTable(sizes=[0, 2], seconds=[1.0, 2.0])
     with pytest.raises(ValueError):
         LatencyTable(sizes=[1, 2], seconds=[1.0])
-    assert monotone([1.0, 0.9, 1.2, 1.1, 2.0]) == [1.0, 1.0, 1.2, 1.2, 2.0]
+    dip = LatencyTable(sizes=[1, 2, 4], seconds=[1.0, 1.2, 0.9])  # a dearer 2 than 4 stays as measured
+    assert dip.curve(4) == pytest.approx([1.0, 1.2, 1.05, 0.9])
 
 
 def test_save_and_load(tmp_path):
@@ -59,7 +61,8 @@ def test_calibrate_on_tiny_model():
     engine = VerificationEngine(tiny_model("llama"), eos_token_ids=())
     table = calibrate(engine, sizes=(2, 8, 32), kv_len=24, repeats=2)
     assert table.sizes == [1, 2, 8, 32]
-    assert all(b >= a > 0 for a, b in zip(table.seconds, table.seconds[1:], strict=False))
+    assert table.seconds == [statistics.median(s) for s in table.samples]  # medians, not made monotone
+    assert min(table.seconds) > 0
     assert [len(s) for s in table.samples] == [2, 2, 2, 2]
     assert table.meta["kv_len"] == 24 and table.meta["threads"] == torch.get_num_threads()
     assert engine.prefix_len == 24  # rolled back after every timed step
@@ -88,7 +91,7 @@ def test_calibrate_at_more_cache_lengths_on_tiny_model():
     engine = VerificationEngine(tiny_model("llama"), eos_token_ids=())
     table = calibrate(engine, sizes=(2, 8), kv_len=16, repeats=1, more_kv_lens=(48, 16))
     assert table.kv_len == 16 and sorted(table.kv_seconds) == [48]  # the first length is not repeated
-    assert len(table.kv_seconds[48]) == 3 and table.kv_seconds[48] == monotone(table.kv_seconds[48])
+    assert len(table.kv_seconds[48]) == 3 and min(table.kv_seconds[48]) > 0
     with pytest.raises(ValueError, match="positive"):
         calibrate(engine, sizes=(2,), kv_len=16, repeats=1, more_kv_lens=(0,))
     assert sorted(

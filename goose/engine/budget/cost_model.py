@@ -2,8 +2,11 @@
 
 Speculation pays off when committed tokens grow faster than the step's cost; on a GPU a step is nearly flat
 in n, on a CPU it is not, so the best budget depends on the hardware. `calibrate` prefills a synthetic
-prompt of `kv_len` tokens and times `engine.verify` on trees of 1, 2, 4, …, 128 nodes (round robin, after a
-warm-up), taking medians, making the table non-decreasing and interpolating piecewise linearly. The step
+prompt of `kv_len` tokens and times `engine.verify` on trees of every size from 1 to 24 nodes, then sparser up to
+128 (round robin, after a warm-up), taking medians as measured and interpolating piecewise linearly between
+them. The medians are not forced non-decreasing: on a CPU a step of a few rows can cost less than one of fewer
+(the matmul kernels work in tiles of rows), and a size rule that maximises E[committed | b] / t(b) never
+picks a size that a larger and cheaper one dominates, so the dips are worth knowing. The step
 includes the adjacency-table top-K of its logits (`update_topk`), since every such drafter pays it per
 node. Each node attends over the whole cache, so a step after a long prompt costs more per node than the
 curve at KV 256 says: calibrated at more KV lengths (`more_kv_lens`), the table gives t(n, kv), linear in kv
@@ -27,13 +30,14 @@ import torch
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.engine.core.verifier import VerificationEngine, sync_clock
 
-DEFAULT_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+DEFAULT_SIZES: tuple[int, ...] = (*range(1, 25), 28, 32, 40, 48, 64, 96, 128)
 
 
 @dataclass
 class LatencyTable:
-    """Verification latency (seconds) against tree size n, root included: measured `sizes` (from 1),
-    non-decreasing `seconds`, raw `samples` and `meta` (device, dtype, threads, kv_len, …).
+    """Verification latency (seconds) against tree size n, root included: measured `sizes` (from 1), the
+    median `seconds` at each (not necessarily non-decreasing), raw `samples` and `meta` (device, dtype,
+    threads, kv_len, …).
     """
 
     sizes: list[int]
@@ -131,13 +135,6 @@ def at_kv(kvs: np.ndarray, rows: np.ndarray, kv: float) -> np.ndarray:
     return rows[i - 1] + w * (rows[i] - rows[i - 1])
 
 
-def monotone(values: Sequence[float]) -> list[float]:
-    out: list[float] = []
-    for v in values:
-        out.append(max(v, out[-1]) if out else v)
-    return out
-
-
 def calibration_tree(n: int, anchor: int, vocab_size: int, spine: int = 20, branching: int = 3) -> DraftTree:
     """A Goose-like tree of n nodes: a spine chain and breadth-first branches, all tokens distinct."""
     tree = DraftTree.single(anchor)
@@ -216,10 +213,10 @@ def calibrate(
     kv_seconds = {}
     for kv in extra:
         timed = _time_sizes(engine, sizes, kv, repeats, update_topk, seed)
-        kv_seconds[kv] = monotone([statistics.median(timed[n]) for n in sizes])
+        kv_seconds[kv] = [statistics.median(timed[n]) for n in sizes]
     return LatencyTable(
         sizes=list(sizes),
-        seconds=monotone(medians),
+        seconds=medians,
         samples=[samples[n] for n in sizes],
         meta={
             "device": str(engine.device),
