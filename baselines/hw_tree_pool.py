@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 # Source bits of a pool node (a node may carry several).
 CTX = 0  # the context matcher's chain (earliest occurrence, extended): Goose's spine, PLD's chain
@@ -175,8 +176,9 @@ def select_best_first(
 
     open_node(0, 0)
     expected = 1.0
-    best = 1.0 / latency(1) if latency is not None else 0.0
-    cheapest_above = _cheapest_above(latency, budget) if latency is not None else []
+    costs = [latency(m) for m in range(1, budget + 1)] if latency is not None else []  # t(1..budget)
+    cheapest_from = list(accumulate(reversed(costs), min))[::-1]  # [i] = min t(m) over m > i
+    best = 1.0 / costs[0] if costs else 0.0
     while heap and len(order) < budget:
         neg, _, node, parent_place, value = heapq.heappop(heap)
         order.append(node)
@@ -189,18 +191,10 @@ def select_best_first(
         open_node(node, b - 1)
         if latency is not None and heap:
             expected -= neg
-            best = max(best, expected / latency(b))
-            if (expected + (max_gain - heap[0][0]) * (budget - b)) / cheapest_above[b] <= best:
+            best = max(best, expected / costs[b - 1])
+            if (expected + (max_gain - heap[0][0]) * (budget - b)) / cheapest_from[b] <= best:
                 break  # no larger tree can do better
     return Selection(order, values, parents, gains)
-
-
-def _cheapest_above(latency: Callable[[int], float], budget: int) -> list[float]:
-    """[b] = min t(m) over b < m <= budget, for b = 0..budget − 1."""
-    out = [latency(m) for m in range(1, budget + 1)]
-    for b in range(budget - 2, -1, -1):
-        out[b] = min(out[b], out[b + 1])
-    return out
 
 
 def best_size(expected: Sequence[float], latency: Callable[[int], float], min_size: int = 1) -> int:

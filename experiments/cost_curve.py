@@ -88,17 +88,15 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
                 "relative_to_n1",
                 "floor_s",
                 "times_floor",
-                "raw_median_s",
                 "samples_s",
             ]
         )
         for dtype, t in tables.items():
-            for n, s, r, f, raw, samples in zip(
+            for n, s, r, f, samples in zip(
                 t.sizes,
                 t.seconds,
                 t.relative(),
                 t.meta["floor_s"],
-                t.meta["raw_medians"],
                 t.samples,
                 strict=True,
             ):
@@ -110,7 +108,6 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
                         f"{r:.4f}",
                         f"{f:.6f}",
                         f"{s / f:.3f}",
-                        f"{raw:.6f}",
                         " ".join(f"{x:.6f}" for x in samples),
                     ]
                 )

@@ -67,7 +67,7 @@ def measure(
         order = list(engines) if r % 2 == 0 else list(engines)[::-1]
         for name in order:
             table = calibrate(engines[name], sizes=sizes, kv_len=kv_len, repeats=repeats, update_topk=None)
-            for n, s in zip(table.sizes, table.meta["raw_medians"], strict=True):
+            for n, s in zip(table.sizes, table.seconds, strict=True):
                 if n in per_round[name]:
                     per_round[name][n].append(s)
     floor = measure_floor(loaded.model)

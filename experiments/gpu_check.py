@@ -615,7 +615,6 @@ def curve_record(table: LatencyTable) -> dict[str, Any]:
         "sizes": table.sizes,
         "seconds": table.seconds,
         "relative": table.relative(),
-        "raw_medians": table.meta["raw_medians"],
         "samples": table.samples,
     }
 

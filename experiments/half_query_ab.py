@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in list(SETTINGS) if r % 2 == 0 else list(SETTINGS)[::-1]:
                 lean_forward.GROUP_HALF_QUERY_ROWS = SETTINGS[name]
                 table = calibrate(engine, sizes=sizes, kv_len=kv_len, repeats=args.repeats, update_topk=None)
-                for n, s in zip(table.sizes, table.meta["raw_medians"], strict=True):
+                for n, s in zip(table.sizes, table.seconds, strict=True):
                     per[name][n].append(s)
         lean_forward.GROUP_HALF_QUERY_ROWS = True
         results[str(kv_len)] = per

@@ -225,7 +225,6 @@ def calibrate(
             "kv_len": kv_len,
             "repeats": repeats,
             "update_topk": update_topk,
-            "raw_medians": medians,
             "torch": torch.__version__,
         },
         kv_len=kv_len,
