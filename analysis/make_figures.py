@@ -39,6 +39,7 @@ from analysis import (
     self_draft_cost,
     sensitivity,
     spec_bench_table,
+    step_cost_in_run,
     tau_decomposition,
     time_split,
     topology,
@@ -71,6 +72,7 @@ SCRIPTS = [
     cost_curve,
     hw_tree_gap,
     hw_tree_calibration,
+    step_cost_in_run,
 ]
 
 

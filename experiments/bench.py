@@ -460,6 +460,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         help="budget_kv_lens: more cache lengths for :auto's cost curve, t(n, kv) (e.g. 1024; default: KV 256 only)",
     )
+    ap.add_argument(
+        "--in-run-cost",
+        action="store_true",
+        help="budget_in_run_cost: :auto's cost curve corrected by each contender's measured steps",
+    )
     ap.add_argument("--hf", default="greedy,pld", help="transformers contenders: greedy, pld")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument(
@@ -575,7 +580,7 @@ def build_contenders(
         base = method.removesuffix("_auto")
         make = method_factory(base, args.overrides.get(base, ()))
         if method.endswith("_auto"):
-            make, latency_record = auto_budget(make, engine, profile, args.latency_kv)
+            make, latency_record = auto_budget(make, engine, profile, args.latency_kv, args.in_run_cost)
             if profile is None:  # a resume drafts with the same curve
                 saved.parent.mkdir(parents=True, exist_ok=True)
                 LatencyTable.from_dict(latency_record).save(saved)

@@ -174,6 +174,9 @@ class GooseBenchConfig:
     )
     budget_profile: str | None = None  # budget=auto: a saved latency table (JSON) instead of calibrating
     budget_kv_lens: list[int] = field(default_factory=list, metadata={"check": _check_kv_lens})
+    budget_in_run_cost: Any = _checked(
+        False, partial(check_bool, why="budget=auto: correct the cost curve by the run's measured steps")
+    )
     prepack: Any = _checked("auto", _check_prepack)
     compile: Any = _checked(
         False, partial(check_bool, why="the verification steps' lean forward through torch.compile")

@@ -66,15 +66,19 @@ def latency_table(
 
 
 def auto_budget(
-    make_drafter, engine: VerificationEngine, profile: str | None, more_kv_lens: Sequence[int] = ()
+    make_drafter,
+    engine: VerificationEngine,
+    profile: str | None,
+    more_kv_lens: Sequence[int] = (),
+    in_run_cost: bool = False,
 ):
-    """budget=auto for a drafter factory: every drafter it makes is wrapped (`latency_table`).
-    Returns (factory, the table as recorded in each row). Used by `make bench` (experiments/bench.py);
-    `run_job` wraps its one drafter."""
+    """budget=auto for a drafter factory: every drafter it makes is wrapped (`latency_table`; with
+    `in_run_cost`, `budget_in_run_cost`). Returns (factory, the table as recorded in each row). Used by
+    `make bench` (experiments/bench.py); `run_job` wraps its one drafter."""
     from goose.engine.budget.auto_budget import auto_budget_factory
 
     table, record = latency_table(engine, profile, more_kv_lens)
-    return auto_budget_factory(make_drafter, engine, latency=table), record
+    return auto_budget_factory(make_drafter, engine, latency=table, in_run_cost=in_run_cost), record
 
 
 def sampling_settings(cfg: DictConfig) -> tuple[SamplingParams, SamplingPlan]:
@@ -138,7 +142,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         table, latency_record = latency_table(
             engine, cfg.get("budget_profile"), cfg.get("budget_kv_lens") or ()
         )
-        drafter = wrap_auto_budget(drafter, engine, latency=table)
+        in_run = bool(cfg.get("budget_in_run_cost", False))
+        drafter = wrap_auto_budget(drafter, engine, latency=table, in_run_cost=in_run)
         method = f"{method}_auto"
     cell = Cell(
         loaded.label,

@@ -154,6 +154,7 @@ def test_drafter_configs_are_unchanged_by_validation():
         (["prepack=maybe"], ["prepack = 'maybe'", "auto, true, false"]),
         (["compile=maybe"], ["compile = 'maybe'", "true or false"]),
         (["cuda_graphs=maybe"], ["cuda_graphs = 'maybe'", "true or false"]),
+        (["budget_in_run_cost=maybe"], ["budget_in_run_cost = 'maybe'", "true or false"]),
         (["wandb=sometimes"], ["wandb = 'sometimes'", "online, offline, disabled"]),
         (["budget=sometimes"], ["budget = 'sometimes'", "fixed, auto"]),
         (["model.dtype=float64"], ["model.dtype = 'float64'", "float32, float16, bfloat16"]),

@@ -6,7 +6,8 @@ q_i = Π r along the path, r = P(accepted | parent accepted) per cell (source, d
 is what acceptance depends on (p_s ≫ p_t); Beta prior (0.6 for the spine, 0.35 / (rank + 1) otherwise).
 Counts persist across prompts and decay every step, so an unobserved cell returns to its prior: otherwise a
 source that fails a few times is cut for good (discounted Beta-Bernoulli, Garivier & Moulines 2011;
-tests/engine/test_auto_budget.py).
+tests/engine/test_auto_budget.py). With `in_run_cost`, latency(b) is the calibrated curve times (1 + r(b)), each size's
+correction from this run's measured steps (goose.engine.budget.in_run_cost).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 from goose.engine.budget.cost_model import LatencyTable, at_kv, engine_latency
+from goose.engine.budget.in_run_cost import InRunCost
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.tree import SPINE, DraftTree
@@ -28,6 +30,7 @@ MAX_DEPTH_BUCKET = 16
 MAX_RANK_BUCKET = 8
 AUTO_DECAY = 0.99  # per-step forgetting of the acceptance counts (module docstring, "Forgetting")
 NUM_SOURCES = 8  # source labels are small ints (ROOT, SPINE, BRANCH, baselines' own)
+IN_RUN_PRIOR_STEPS = 5.0  # the calibrated t(n) weighs as this many measured steps (its timings per size)
 
 
 def prefix_tree(tree: DraftTree, b: int) -> DraftTree:
@@ -137,7 +140,9 @@ class AcceptanceModel:
 
 class AutoBudgetDrafter(Drafter):
     """Wraps a tree drafter configured at its maximum budget and verifies the prefix of its tree with the most
-    expected tokens/s. Adds stats auto_trees, auto_nodes_proposed / _verified, auto_cut_to_ar.
+    expected tokens/s. Adds stats auto_trees, auto_nodes_proposed / _verified, auto_cut_to_ar and, with
+    `in_run_cost`, auto_cost_drift (ē) and auto_cost_correction (size: r(n) for the sizes measured lately),
+    as they stood when the prompt ended.
     """
 
     def __init__(
@@ -148,6 +153,7 @@ class AutoBudgetDrafter(Drafter):
         max_nodes: int | None = None,
         prior_strength: float = 2.0,
         decay: float = AUTO_DECAY,
+        in_run_cost: bool = False,
     ) -> None:
         super().__init__(name=inner.name)
         if min_nodes < 1 or (max_nodes is not None and max_nodes < min_nodes):
@@ -158,6 +164,7 @@ class AutoBudgetDrafter(Drafter):
         self.max_nodes = max_nodes
         self.prior_strength = prior_strength
         self.acceptance = AcceptanceModel(prior_strength, decay=decay)
+        self.in_run_cost = InRunCost(IN_RUN_PRIOR_STEPS, decay) if in_run_cost else None
         self._kvs, self._curves = latency.curves(128)
         self._lat = self._curves[0]  # t(n) at the step's cache length (`_at_cache`)
         self._kv = 0.0
@@ -189,10 +196,16 @@ class AutoBudgetDrafter(Drafter):
     carries_run_state = True
 
     def run_state(self) -> Any:
-        return {"acceptance": copy.deepcopy(self.acceptance), "inner": self.inner.run_state()}
+        return {
+            "acceptance": copy.deepcopy(self.acceptance),
+            "in_run_cost": copy.deepcopy(self.in_run_cost),
+            "inner": self.inner.run_state(),
+        }
 
     def restore_run_state(self, state: Any) -> None:
         self.acceptance = copy.deepcopy(state["acceptance"])
+        if self.in_run_cost is not None and state.get("in_run_cost") is not None:
+            self.in_run_cost = copy.deepcopy(state["in_run_cost"])
         if state["inner"] is not None:
             self.inner.restore_run_state(state["inner"])
 
@@ -204,13 +217,16 @@ class AutoBudgetDrafter(Drafter):
             "auto_max_nodes": self.max_nodes,
             "auto_prior_strength": self.prior_strength,
             "auto_decay": self.acceptance.decay,
+            **({"auto_in_run_cost": True} if self.in_run_cost is not None else {}),
         }
 
     def _latencies(self, n: int) -> np.ndarray:
         if n > self._lat.shape[0]:
             self._kvs, self._curves = self.latency.curves(max(n, 2 * self._lat.shape[0]))
             self._lat = at_kv(self._kvs, self._curves, self._kv)
-        return self._lat[:n]
+        if self.in_run_cost is None:
+            return self._lat[:n]
+        return self._lat[:n] * (1.0 + self.in_run_cost.corrections(n))
 
     def _at_cache(self, committed: list[int]) -> None:
         """t(n) for this step: at the cache length (the committed tokens but the anchor) on a table
@@ -264,6 +280,12 @@ class AutoBudgetDrafter(Drafter):
         self._keys = keys
         return tree
 
+    def observe_cost(self, nodes: int, seconds: float) -> None:
+        if self.in_run_cost is not None:
+            if nodes > self._lat.shape[0]:
+                self._latencies(nodes)
+            self.in_run_cost.observe(nodes, seconds, float(self._lat[nodes - 1]))
+
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         if self._keys is not None and len(tree) > 1:
             keys = self._keys if len(self._keys[0]) == len(tree) - 1 else self.acceptance.keys(tree)
@@ -274,6 +296,14 @@ class AutoBudgetDrafter(Drafter):
     def end(self) -> None:
         self.inner.end()
         self.stats = {**self.inner.stats, **self._own}
+        if self.in_run_cost is not None:
+            cost = self.in_run_cost
+            seen = cost.steps_seen(cost.weight.shape[0])
+            correction = cost.corrections(seen.shape[0])
+            self.stats["auto_cost_drift"] = round(cost.drift(), 4)
+            self.stats["auto_cost_correction"] = {
+                str(n + 1): round(float(correction[n]), 4) for n in np.flatnonzero(seen > 0.5)
+            }
 
 
 def wrap_auto_budget(

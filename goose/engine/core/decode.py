@@ -201,6 +201,7 @@ def generate(
         outcome = engine.verify(tree, budget=budget)
         t2 = _clock(device)
         drafter.observe(tree, outcome)
+        drafter.observe_cost(len(tree), t2 - t1)
         t3 = _clock(device)
         forward_calls += 1
         drafted = tree.sources[: tree.acceptable]  # node 0 is ROOT; nodes past accept_limit are no drafts

@@ -73,6 +73,10 @@ class Drafter:
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """Learn from the verification of `tree` (default: nothing)."""
 
+    def observe_cost(self, nodes: int, seconds: float) -> None:
+        """The engine's verification of that tree (`nodes` nodes) took `seconds`; read only by budget=auto's
+        in-run cost correction (goose.engine.budget.in_run_cost), never by a drafter (default: nothing)."""
+
     def end(self) -> None:
         """Called once per prompt when generation stops."""
 
