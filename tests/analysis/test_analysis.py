@@ -353,6 +353,7 @@ def test_paper_values_each_have_a_source_and_reach_the_table(grid, tmp_path):
 
 EXPECTED = {
     "README.md",
+    "step_cost_in_run.md",
     "verifier_eval.md",
     "verifier_orderings.md",
     "self_draft_cost.md",
@@ -722,10 +723,45 @@ def test_performance_targets_read_the_gpu_records_per_engine_and_kv_length(tmp_p
     assert cells[("GPU: engine AR ≥ 2.0× generate", "CUDA graphs")][1:] == ("3.50× [3.00, 3.60]", "met")
 
 
+def write_step_cost_rows(out: Path) -> Path:
+    """A bench run (out/bench/steps/: engine AR and PLD on 120 prompts, one repeat) whose rows carry a
+    budget=auto curve and step sizes, for analysis/step_cost_in_run.py."""
+    import random
+
+    from tests.analysis.test_step_cost_in_run import make_row
+
+    rng = random.Random(1)
+    lines = []
+    for i in range(120):
+        prompt_tokens = rng.randint(20, 600)
+        sizes = [rng.choice([1, 6, 12]) for _ in range(12)]
+        for method, steps, accepted in (
+            ("pld", sizes, [rng.randint(0, n - 1) for n in sizes]),
+            ("ar", [1] * 24, [0] * 24),
+        ):
+            r = make_row(steps, accepted, prompt_tokens)
+            tokens = len(steps) + sum(accepted)
+            r |= {
+                "schema_version": 2,
+                "method": method,
+                "bench": "humaneval",
+                "prompt_id": str(i),
+                "repeat": 0,
+            }
+            r |= {"generated_tokens": tokens, "output_ids": [7] * tokens, "wall_time_s": 1.1 * r["verify_s"]}
+            r |= {"dtype": "float32", "temperature": 0.0, "hardware": {"cpu": "test-cpu"}}
+            lines.append(json.dumps(r))
+    path = out / "bench" / "steps" / "repeat0" / "m" / "humaneval.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def test_make_figures_writes_every_file(grid, tmp_path, capsys):
     out = tmp_path / "fig"
     write_bench_record(tmp_path / "rec")
     write_cost_curve_record(tmp_path / "rec")
+    write_step_cost_rows(tmp_path / "rec")
     args = ["--results", str(grid), "--records", str(tmp_path / "rec"), "--out", str(out)]
     assert make_figures.main(args) == 0
     written = {p.name for p in out.iterdir()}
