@@ -54,12 +54,19 @@ def _num(x: Any) -> float:
     return 0.0 if v != v else v
 
 
+def row_curve(row: Mapping[str, Any]) -> CostCurve | None:
+    """The latency curve t(n) a budget=auto row was sized on (`budget_latency`, its first KV), or None."""
+    table = row.get("budget_latency")
+    if not isinstance(table, Mapping) or not table.get("sizes"):
+        return None
+    return CostCurve(list(table["sizes"]), {0: list(table["seconds"])})
+
+
 def curve_seconds(row: Mapping[str, Any]) -> float | None:
     """Σ t(n) over the row's verified tree sizes on its own latency curve (None without one)."""
-    table, sizes = row.get("budget_latency"), row.get("step_tree_size")
-    if not isinstance(table, Mapping) or not table.get("sizes") or not sizes:
+    curve, sizes = row_curve(row), row.get("step_tree_size")
+    if curve is None or not sizes:
         return None
-    curve = CostCurve(list(table["sizes"]), {0: list(table["seconds"])})
     return sum(curve.t(int(n), 0) for n in sizes)
 
 

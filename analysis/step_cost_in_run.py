@@ -23,20 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from analysis.hw_tree_gap import row_sets
+from analysis.hw_tree_gap import row_curve, row_sets
 from analysis.load import Results
-from analysis.projection import CostCurve
 from analysis.report import Output, Skip, cli, fmt, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]
 MIN_STEPS = 300
-
-
-def _curve(row: Mapping[str, Any]) -> tuple[CostCurve, int] | None:
-    table = row.get("budget_latency")
-    if not isinstance(table, Mapping) or not table.get("sizes"):
-        return None
-    return CostCurve(list(table["sizes"]), {0: list(table["seconds"])}), int(table.get("kv_len") or 256)
 
 
 def step_features(row: Mapping[str, Any], kv0: int) -> tuple[dict[int, int], float, float]:
@@ -59,11 +51,10 @@ def fit(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     rows = [
         r for r in rows if r.get("status", "ok") == "ok" and r.get("step_tree_size") and r.get("verify_s")
     ]
-    with_curve = [(r, _curve(r)) for r in rows]
-    with_curve = [(r, c) for r, c in with_curve if c is not None]
+    with_curve = [(r, c) for r in rows if (c := row_curve(r)) is not None]
     if not with_curve:
         return None
-    curve, kv0 = with_curve[0][1]
+    curve, kv0 = with_curve[0][1], int(with_curve[0][0]["budget_latency"].get("kv_len") or 256)
     feats = [step_features(r, kv0) for r, _ in with_curve]
     total: dict[int, int] = {}
     for counts, _, _ in feats:

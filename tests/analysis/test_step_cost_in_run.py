@@ -9,6 +9,7 @@ import random
 import pytest
 
 from analysis import step_cost_in_run
+from analysis.hw_tree_gap import row_curve
 from analysis.step_cost_in_run import fit, step_features
 
 CURVE = {"sizes": [1, 4, 8, 12], "seconds": [0.030, 0.031, 0.034, 0.036], "kv_len": 256}
@@ -20,7 +21,7 @@ def make_row(sizes: list[int], accepted: list[int], prompt_tokens: int, rare: in
     seconds = 0.0
     kv = prompt_tokens
     for n, a in zip(sizes, accepted, strict=True):
-        base = PRICE[n] if n in PRICE else step_cost_in_run._curve({"budget_latency": CURVE})[0].t(n, 0)
+        base = PRICE[n] if n in PRICE else row_curve({"budget_latency": CURVE}).t(n, 0)
         seconds += base + ANCHOR_PER_KKV * (kv - 256) / 1e3 + NODE_PER_KKV * (n - 1) * (kv - 256) / 1e3
         kv += a + 1
     return {
