@@ -28,6 +28,7 @@ from analysis import (
     heterogeneity,
     hw_tree_calibration,
     hw_tree_gap,
+    hw_tree_sizing,
     iso_ablation,
     losslessness,
     main_results,
@@ -72,6 +73,7 @@ SCRIPTS = [
     cost_curve,
     hw_tree_gap,
     hw_tree_calibration,
+    hw_tree_sizing,
     step_cost_in_run,
 ]
 

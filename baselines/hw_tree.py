@@ -28,7 +28,13 @@ from typing import Any
 
 import torch
 
-from baselines.hw_tree_acceptance import AcceptanceEstimator, Calibration, RowValue, source_priors
+from baselines.hw_tree_acceptance import (
+    AcceptanceEstimator,
+    Calibration,
+    RowValue,
+    SizeOutcomes,
+    source_priors,
+)
 from baselines.hw_tree_pool import (
     ADJ,
     ALT,
@@ -162,7 +168,8 @@ class HwTreeDrafter(AdjacencyDrafter):
     stats per prompt: hw_steps, hw_pool_nodes (selected before sizing), hw_verified_nodes (anchors included),
     hw_expected_accepted (Σ predicted P(accepted) of verified nodes), hw_src_offered / hw_src_accepted
     (verified / accepted nodes per source bit: ctx, alt, suf, adj), hw_calib_nodes / _accepted / _predicted
-    (per tenth of predicted P(path accepted)), route_<route>.
+    (per tenth of predicted P(path accepted)), hw_size_* (the size rule's decisions against their
+    outcomes per bucket of the verified size, greedy only: SizeOutcomes), route_<route>.
     """
 
     config_class = HwTreeConfig
@@ -190,6 +197,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         self._from_explored: set[int] = set()
         self._latency: Callable[[int], float] | None = None
         self._calib = Calibration()
+        self._sizes = SizeOutcomes()
         self._rates: list[float] = []
         self.last_pool: CandidatePool | None = None
         self.last_selection: Selection | None = None
@@ -224,9 +232,11 @@ class HwTreeDrafter(AdjacencyDrafter):
         if self.suffix_source is not None:
             self.suffix_source.begin(prompt_ids, prefill_logits)
         self._calib = Calibration()
+        self._sizes = SizeOutcomes()
         width = len(SOURCE_BITS)
         self.stats.update({"hw_src_offered": [0] * width, "hw_src_accepted": [0] * width})
         self.stats.update(self._calib.as_stats())
+        self.stats.update(self._sizes.as_stats())
         self.last_pool = self.last_selection = None
         self._pending = []
         self._explored = set()
@@ -378,6 +388,20 @@ class HwTreeDrafter(AdjacencyDrafter):
         self.count("hw_rows_explored", len(new_rows))
         self.count("hw_rows_credit", credit)
 
+    def _count_size_outcome(self, tree: DraftTree, outcome: VerifyOutcome, places: list[int] | None) -> None:
+        """SizeOutcomes of this step, greedy only (a smaller prefix's walk is read off the greedy outcome)."""
+        if self.sampling.temperature != 0:
+            return
+        if len(tree) == 1:
+            values, gains = [1.0], [0.0]
+        elif places is not None and self.last_selection is not None:
+            values = [self.last_selection.values[j] for j in places]
+            gains = [self.last_selection.gains[j] for j in places]
+        else:
+            return
+        self._sizes.add(values, gains, list(outcome.accepted_nodes), self._latency)
+        self.stats.update(self._sizes.as_stats())
+
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         places = self._proposed_index(tree) if len(tree) > 1 else None
         self._learn_row_value(tree, outcome, places)
@@ -386,6 +410,7 @@ class HwTreeDrafter(AdjacencyDrafter):
             self.suffix_source.observe(tree, outcome)  # the committed tokens into the suffix tree
         self.count("hw_verified_nodes", len(tree))
         self.estimator.update(*self._label_in_hindsight([*self.matcher.tokens, *outcome.new_tokens]))
+        self._count_size_outcome(tree, outcome, places)
         if places is None:
             return
         sel, pool = self.last_selection, self.last_pool

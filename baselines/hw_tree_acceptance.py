@@ -11,6 +11,8 @@ budget=auto's (goose.engine.budget.auto_budget), so a cell that stops being seen
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from baselines.hw_tree_pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MASKS, SOURCE_BITS, SUF
@@ -177,3 +179,82 @@ class RowValue:
 
     def restore(self, state: dict[str, float]) -> None:
         self.credit, self.rows = float(state["credit"]), float(state["rows"])
+
+
+# Upper bounds of the tree-size buckets `SizeOutcomes` counts steps in (the anchor included; past the last: the last).
+SIZE_BUCKETS = (1, 4, 8, 12, 16, 24, 32, 64)
+
+
+def size_bucket(size: int) -> int:
+    for i, top in enumerate(SIZE_BUCKETS):
+        if size <= top:
+            return i
+    return len(SIZE_BUCKETS) - 1
+
+
+def prefix_accepted(accepted_nodes: list[int], k: int) -> int:
+    """Drafted nodes the first k nodes of a best-first tree accept, greedy, given the whole tree's accepted
+    path (root first): a path's nodes come in increasing order, so the prefix accepts the path's leading
+    nodes below k."""
+    n = 0
+    for node in accepted_nodes[1:]:
+        if node >= k:
+            break
+        n += 1
+    return n
+
+
+class SizeOutcomes:
+    """The size rule's decisions against their outcomes (Sequoia §3.3's b* = argmax E[committed | b] / t(b)),
+    per bucket of the verified size b: steps, Σ b, Σ predicted E[accepted | b] (P(path accepted) of the
+    drafted nodes), Σ the row gains it added, Σ accepted, and the same for the tree's first half, the
+    ⌈b/2⌉ nodes a smaller tree would have kept (accepted read off the greedy walk); with a cost curve Σ t(b)
+    and Σ t(⌈b/2⌉). Larger trees are chosen where the estimates look high, so an estimate that is right on
+    average can still overrate the steps it grows: this shows whether the second half paid for itself."""
+
+    FIELDS = (
+        "steps",
+        "nodes",
+        "predicted",
+        "gains",
+        "accepted",
+        "half_nodes",
+        "half_predicted",
+        "half_accepted",
+        "cost",
+        "half_cost",
+    )
+
+    def __init__(self) -> None:
+        self.sums = {f: [0.0] * len(SIZE_BUCKETS) for f in self.FIELDS}
+
+    def add(
+        self,
+        values: list[float],
+        gains: list[float],
+        accepted_nodes: list[int],
+        latency: Callable[[int], float] | None = None,
+    ) -> None:
+        """One verified tree: per node (anchor first) its predicted P(path accepted) and its row gain, in the
+        tree's best-first order, and the accepted path (root first)."""
+        b = len(values)
+        half = (b + 1) // 2
+        i = size_bucket(b)
+        step = {
+            "steps": 1,
+            "nodes": b,
+            "predicted": sum(values[1:]),
+            "gains": sum(gains[1:]),
+            "accepted": len(accepted_nodes) - 1,
+            "half_nodes": half,
+            "half_predicted": sum(values[1:half]),
+            "half_accepted": prefix_accepted(accepted_nodes, half),
+            "cost": latency(b) if latency is not None else 0.0,
+            "half_cost": latency(half) if latency is not None else 0.0,
+        }
+        for f, v in step.items():
+            self.sums[f][i] += v
+
+    def as_stats(self) -> dict[str, list[float]]:
+        out = {f"hw_size_{f}": [round(v, 6) for v in vals] for f, vals in self.sums.items()}
+        return {"hw_size_buckets": list(SIZE_BUCKETS), **out}  # each bucket's largest size

@@ -113,6 +113,18 @@ CALIB_HW = {
     "hw_calib_nodes": [10] * 10,
     "hw_calib_accepted": [0, 1, 3, 3, 4, 6, 6, 7, 9, 10],
     "hw_calib_predicted": [0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5],
+    # the size rule's outcomes: 4 AR steps and 6 steps of 12 nodes (first half 6) on a 10 / 14 / 11 ms curve
+    "hw_size_buckets": [1, 12],
+    "hw_size_steps": [4, 6],
+    "hw_size_nodes": [4, 72],
+    "hw_size_predicted": [0.0, 12.0],
+    "hw_size_gains": [0.0, 0.6],
+    "hw_size_accepted": [0, 9],
+    "hw_size_half_nodes": [4, 36],
+    "hw_size_half_predicted": [0.0, 7.2],
+    "hw_size_half_accepted": [0, 6],
+    "hw_size_cost": [0.04, 0.084],
+    "hw_size_half_cost": [0.04, 0.066],
 }
 SHAPE_OPT = {
     "shape_trees": 8,
@@ -353,6 +365,7 @@ def test_paper_values_each_have_a_source_and_reach_the_table(grid, tmp_path):
 
 EXPECTED = {
     "README.md",
+    "hw_tree_sizing.md",
     "step_cost_in_run.md",
     "verifier_eval.md",
     "verifier_orderings.md",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import hw_tree_calibration, hw_tree_gap
+from analysis import hw_tree_calibration, hw_tree_gap, hw_tree_sizing
 from analysis.load import load
 from analysis.report import Skip
 
@@ -159,3 +159,46 @@ def test_registered_in_make_figures():
     from analysis import make_figures
 
     assert hw_tree_gap in make_figures.SCRIPTS and hw_tree_calibration in make_figures.SCRIPTS
+
+
+# ---------------------------------------------------------------------------- analysis/hw_tree_sizing.py
+SIZE_STATS = {
+    "hw_size_buckets": [1, 8, 16],
+    "hw_size_steps": [2, 0, 4],
+    "hw_size_nodes": [2, 0, 64],
+    "hw_size_predicted": [0.0, 0.0, 8.0],
+    "hw_size_gains": [0.0, 0.0, 0.4],
+    "hw_size_accepted": [0, 0, 6],
+    "hw_size_half_nodes": [2, 0, 32],
+    "hw_size_half_predicted": [0.0, 0.0, 5.0],
+    "hw_size_half_accepted": [0, 0, 5],
+    "hw_size_cost": [0.02, 0.0, 0.08],
+    "hw_size_half_cost": [0.02, 0.0, 0.048],
+}
+
+
+def test_sizing_pools_buckets_and_prices_both_halves():
+    rows = [row("hw_tree_auto", drafter_stats=SIZE_STATS)] * 2
+    rows.append(row("hw_tree_auto", drafter_stats=SIZE_STATS, temperature=0.7))  # sampled: not pooled
+    ((key, buckets),) = hw_tree_sizing.sizing_sets([("bench/x", rows)])
+    assert key == ("bench/x", "smollm2-135m", "hw_tree_auto", "humaneval")
+    assert [b["bucket"] for b in buckets] == ["1", "9+"]  # the empty 2–8 bucket is left out
+    ar, big = buckets
+    assert ar["steps"] == 4 and ar["per_ms"] == pytest.approx(4 / 40)  # 1 token a 10 ms step
+    assert big["steps"] == 8 and big["size"] == pytest.approx(16)
+    assert big["predicted"] == pytest.approx(2.0) and big["accepted"] == pytest.approx(1.5)
+    assert big["half_predicted"] == pytest.approx(1.25) and big["half_accepted"] == pytest.approx(1.25)
+    # whole: (8 + 12) tokens / 160 ms; first half: (8 + 10) / 96 ms, more per ms: the second half did not pay
+    assert big["per_ms"] == pytest.approx(20 / 160) and big["half_per_ms"] == pytest.approx(18 / 96)
+
+
+def test_sizing_refuses_rows_with_other_buckets_and_skips_without_stats(tmp_path):
+    other = {**SIZE_STATS, "hw_size_buckets": [1, 4, 16]}
+    with pytest.raises(ValueError, match="different size buckets"):
+        hw_tree_sizing.pooled([row("hw_tree", drafter_stats=SIZE_STATS), row("hw_tree", drafter_stats=other)])
+    assert hw_tree_sizing.pooled([row("pld")]) is None
+    d = tmp_path / "res"
+    d.mkdir()
+    (d / "rows.jsonl").write_text(json.dumps(row("pld")) + "\n")
+    with pytest.raises(Skip, match="size outcomes"):
+        hw_tree_sizing.build(load(d), tmp_path / "fig")

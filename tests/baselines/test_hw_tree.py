@@ -12,9 +12,13 @@ import pytest
 from baselines.hw_tree import HwTreeDrafter, occurrence_bins
 from baselines.hw_tree_acceptance import (
     CALIBRATION_BINS,
+    SIZE_BUCKETS,
     AcceptanceEstimator,
     Calibration,
     RowValue,
+    SizeOutcomes,
+    prefix_accepted,
+    size_bucket,
     source_priors,
 )
 from baselines.hw_tree_pool import (
@@ -29,6 +33,7 @@ from baselines.hw_tree_pool import (
     expected_committed,
     select_best_first,
 )
+from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.tree import BRANCH, ROOT, SPINE
 from tests.conftest import method_config
 
@@ -544,3 +549,53 @@ def test_stopping_early_under_a_latency_picks_the_same_size(seed):
     short = select_best_first(hand_pool(edges), rate_from(rates), budget, None, t, gain, top)
     assert short.order == full.order[: len(short)]
     assert best_size(short.expected_committed(), t) == best_size(full.expected_committed(), t)
+
+
+# ------------------------------------------------------------------ the size rule against its outcomes
+def test_prefix_accepts_the_leading_nodes_of_the_accepted_path_below_k():
+    # a tree in best-first order whose accepted path is 0 -> 2 -> 5 -> 9
+    assert prefix_accepted([0, 2, 5, 9], 10) == 3
+    assert prefix_accepted([0, 2, 5, 9], 6) == 2  # node 9 is past the first 6 nodes
+    assert prefix_accepted([0, 2, 5, 9], 3) == 1
+    assert prefix_accepted([0, 2, 5, 9], 1) == 0 and prefix_accepted([0], 5) == 0
+
+
+def test_size_outcomes_bucket_each_step_with_its_first_half_and_curve_cost():
+    sizes = SizeOutcomes()
+    sizes.add([1.0], [0.0], [0], lambda n: 0.010)  # an AR step
+    # 6 nodes (anchor first), predicted 0.9 + 0.5 + 0.4 + 0.2 + 0.1, row gains on two; accepted 0 -> 1 -> 4
+    values = [1.0, 0.9, 0.5, 0.4, 0.2, 0.1]
+    sizes.add(values, [0.0, 0.0, 0.0, 0.1, 0.0, 0.1], [0, 1, 4], lambda n: 0.010 + 0.001 * n)
+    stats = sizes.as_stats()
+    assert stats["hw_size_buckets"] == list(SIZE_BUCKETS)
+    one, six = size_bucket(1), size_bucket(6)
+    assert one != six and size_bucket(10**6) == len(SIZE_BUCKETS) - 1
+    assert stats["hw_size_steps"][one] == 1 and stats["hw_size_steps"][six] == 1
+    assert stats["hw_size_predicted"][six] == pytest.approx(2.1)
+    assert stats["hw_size_gains"][six] == pytest.approx(0.2)
+    assert stats["hw_size_accepted"][six] == 2
+    assert stats["hw_size_half_nodes"][six] == 3  # ⌈6/2⌉, the anchor included
+    assert stats["hw_size_half_predicted"][six] == pytest.approx(1.4)
+    assert stats["hw_size_half_accepted"][six] == 1  # node 4 lies past the first 3
+    assert stats["hw_size_cost"][six] == pytest.approx(0.016)
+    assert stats["hw_size_half_cost"][six] == pytest.approx(0.013)
+    assert stats["hw_size_cost"][one] == pytest.approx(0.010)
+
+
+def test_drafter_counts_its_size_outcomes_greedy_only():
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3]
+    d = HwTreeDrafter(prefill_harvest=False, adj_width=0, suffix=False, alt_matches=0)
+    d.use_latency(lambda n: 1.0)
+    fake_begin(d, prompt)
+    tree = d.propose(prompt)
+    d.observe(tree, outcome_for(tree, [0, 1, 2]))
+    i = size_bucket(len(tree))
+    assert d.stats["hw_size_steps"][i] == 1 and d.stats["hw_size_accepted"][i] == 2
+    assert d.stats["hw_size_nodes"][i] == len(tree) and d.stats["hw_size_cost"][i] == pytest.approx(1.0)
+    assert d.stats["hw_size_predicted"][i] == pytest.approx(sum(d.last_selection.values[1 : len(tree)]))
+    sampled = HwTreeDrafter(prefill_harvest=False, adj_width=0, suffix=False, alt_matches=0)
+    sampled.set_sampling(SamplingParams(temperature=0.7), 0)
+    fake_begin(sampled, prompt)
+    tree = sampled.propose(prompt)
+    sampled.observe(tree, outcome_for(tree, [0, 1]))
+    assert sum(sampled.stats["hw_size_steps"]) == 0  # a smaller prefix's walk is not read off a sample
