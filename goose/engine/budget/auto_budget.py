@@ -170,12 +170,13 @@ class AutoBudgetDrafter(Drafter):
         self._kv = 0.0
         self._keys: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._own: dict[str, int] = {}
+        self._step_lat: list[float] = []  # this step's t(1..), read by a drafter that sizes itself
         # A sampling drafter (STAND) sizes its own tree: cutting after the draws would bias rejection
         # sampling.
         sizer = getattr(inner, "use_latency", None)
         self._inner_sizes_itself = callable(sizer)
         if self._inner_sizes_itself:
-            sizer(lambda n: float(self._latencies(n)[n - 1]))
+            sizer(self._step_latency)
 
     @property
     def needs_prefill_logits(self) -> bool:
@@ -228,6 +229,12 @@ class AutoBudgetDrafter(Drafter):
             return self._lat[:n]
         return self._lat[:n] * (1.0 + self.in_run_cost.corrections(n))
 
+    def _step_latency(self, n: int) -> float:
+        """t(n) for this step, the curve (and its in-run corrections) evaluated once per step."""
+        if n > len(self._step_lat):
+            self._step_lat = self._latencies(max(n, self._lat.shape[0])).tolist()
+        return self._step_lat[n - 1]
+
     def _at_cache(self, committed: list[int]) -> None:
         """t(n) for this step: at the cache length (the committed tokens but the anchor) on a table
         measured at several KV lengths, else the table's one curve."""
@@ -259,6 +266,7 @@ class AutoBudgetDrafter(Drafter):
 
     def propose(self, committed: list[int]) -> DraftTree:
         self._at_cache(committed)
+        self._step_lat = []  # the cache length or the in-run corrections may have moved since
         tree = self.inner.propose(committed)
         self.route = self.inner.route
         n = len(tree)
