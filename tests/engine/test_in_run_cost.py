@@ -117,3 +117,34 @@ def test_the_engine_reports_every_steps_size_and_time():
     assert [n for n, _ in drafter.costs] == [1] * (gen.forward_calls - 1)  # every step but the prefill
     assert all(s > 0 for _, s in drafter.costs)
     assert Drafter().observe_cost(5, 1.0) is None  # a drafter ignores it by default
+
+
+class SelfSizing(FixedDrafter):
+    """A drafter that sizes its own tree (as hw_tree and STAND do): records what the latency says."""
+
+    def __init__(self, tree: DraftTree) -> None:
+        super().__init__(tree)
+        self.seen: list[list[float]] = []
+
+    def use_latency(self, latency) -> None:
+        self.latency = latency
+
+    def propose(self, committed: list[int]) -> DraftTree:
+        self.seen.append([self.latency(n) for n in range(1, 17)])
+        return super().propose(committed)
+
+
+def test_a_self_sizing_drafter_sees_each_steps_corrected_curve_computed_once(monkeypatch):
+    tree = DraftTree.chain(1, list(range(10, 15)), SPINE)
+    inner = SelfSizing(tree)
+    auto = AutoBudgetDrafter(inner, _dip_at_12(), decay=1.0, in_run_cost=True)
+    calls = []
+    latencies = auto._latencies
+    monkeypatch.setattr(auto, "_latencies", lambda n: calls.append(n) or latencies(n))
+    auto.begin([1], torch.zeros(1, 32))
+    auto.propose([1])
+    assert inner.seen[0] == pytest.approx(latencies(16).tolist()) and len(calls) == 1  # once a step
+    auto.observe_cost(12, 1.8)  # size 12 took twice its calibrated 0.9 s
+    assert inner.seen[0][11] == pytest.approx(0.9)  # a step's curve stays what it was sized on
+    auto.propose([1])
+    assert inner.seen[1][11] > 0.9 and inner.seen[1] == pytest.approx(latencies(16).tolist())
