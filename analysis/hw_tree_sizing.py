@@ -22,18 +22,7 @@ from analysis.load import Results, bench_name, model_name
 from analysis.report import Output, Skip, cli, fmt, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]
-FIELDS = (
-    "steps",
-    "nodes",
-    "predicted",
-    "gains",
-    "accepted",
-    "half_nodes",
-    "half_predicted",
-    "half_accepted",
-    "cost",
-    "half_cost",
-)
+PREFIX = "hw_size_"  # the drafter stats: PREFIX + "buckets" (each bucket's largest size) and per-bucket sums
 
 
 def pooled(rows: Iterable[Mapping[str, Any]]) -> tuple[list[int], dict[str, list[float]]] | None:
@@ -42,16 +31,18 @@ def pooled(rows: Iterable[Mapping[str, Any]]) -> tuple[list[int], dict[str, list
     tot: dict[str, list[float]] = {}
     for r in rows:
         stats = r.get("drafter_stats")
-        if not greedy_ok(r) or not isinstance(stats, Mapping) or "hw_size_buckets" not in stats:
+        if not greedy_ok(r) or not isinstance(stats, Mapping) or PREFIX + "buckets" not in stats:
             continue
-        here = [int(b) for b in stats["hw_size_buckets"]]
+        here = [int(b) for b in stats[PREFIX + "buckets"]]
         if bounds is None:
-            bounds, tot = here, {f: [0.0] * len(here) for f in FIELDS}
+            bounds = here
         elif here != bounds:
             raise ValueError(f"rows with different size buckets: {bounds} and {here}")
-        for f in FIELDS:
-            for i, v in enumerate(stats[f"hw_size_{f}"]):
-                tot[f][i] += float(v)
+        for key, sums in stats.items():
+            if key.startswith(PREFIX) and key != PREFIX + "buckets":
+                acc = tot.setdefault(key.removeprefix(PREFIX), [0.0] * len(here))
+                for i, v in enumerate(sums):
+                    acc[i] += float(v)
     return None if bounds is None else (bounds, tot)
 
 
