@@ -400,7 +400,6 @@ class HwTreeDrafter(AdjacencyDrafter):
         else:
             return
         self._sizes.add(values, gains, list(outcome.accepted_nodes), self._latency)
-        self.stats.update(self._sizes.as_stats())
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         places = self._proposed_index(tree) if len(tree) > 1 else None
@@ -427,4 +426,9 @@ class HwTreeDrafter(AdjacencyDrafter):
                     offered[s] += 1
                     taken[s] += int(ok)
         self.stats["hw_expected_accepted"] = self.stats.get("hw_expected_accepted", 0.0) + expected
+
+    def end(self) -> None:
+        """The prompt's calibration and size-outcome counts into its stats (once, not every step)."""
+        super().end()
         self.stats.update(self._calib.as_stats())
+        self.stats.update(self._sizes.as_stats())

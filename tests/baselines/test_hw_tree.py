@@ -295,6 +295,7 @@ def test_drafter_learns_in_hindsight_past_the_verified_cut_and_counts_calibratio
     outcome = outcome_for(cut, [0, 1, 2, 3])
     outcome.new_tokens[-1] = 7  # the bonus token: the chain's 4th token, drafted but not verified
     d.observe(cut, outcome)
+    d.end()  # the prompt's counts reach its stats when it ends
     assert sum(d.stats["hw_calib_nodes"]) == 3 and sum(d.stats["hw_calib_accepted"]) == 3  # verified only
     assert d.stats["hw_verified_nodes"] == 4 and d.stats["hw_src_accepted"][CTX] == 3
     # hindsight: depths 1-4 are labelled accepted, depth 4 included although the engine never verified it
@@ -320,6 +321,7 @@ def test_a_tree_the_drafter_did_not_propose_is_not_calibrated():
     other = d.propose(prompt)
     other.tokens[1] = 63
     d.observe(other, outcome_for(other, [0]))
+    d.end()
     assert sum(d.stats["hw_calib_nodes"]) == 0
 
 
@@ -589,6 +591,7 @@ def test_drafter_counts_its_size_outcomes_greedy_only():
     fake_begin(d, prompt)
     tree = d.propose(prompt)
     d.observe(tree, outcome_for(tree, [0, 1, 2]))
+    d.end()
     i = size_bucket(len(tree))
     assert d.stats["hw_size_steps"][i] == 1 and d.stats["hw_size_accepted"][i] == 2
     assert d.stats["hw_size_nodes"][i] == len(tree) and d.stats["hw_size_cost"][i] == pytest.approx(1.0)
@@ -598,4 +601,5 @@ def test_drafter_counts_its_size_outcomes_greedy_only():
     fake_begin(sampled, prompt)
     tree = sampled.propose(prompt)
     sampled.observe(tree, outcome_for(tree, [0, 1]))
+    sampled.end()
     assert sum(sampled.stats["hw_size_steps"]) == 0  # a smaller prefix's walk is not read off a sample
