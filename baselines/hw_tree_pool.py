@@ -148,31 +148,35 @@ def select_best_first(
     With `gain` (at most `max_gain`) a node is ranked by its value plus its gain, and a prefix is the
     greedy, no longer the provably best, subtree of its size.
     With `latency` t the selection stops once no larger tree can beat the best E[committed | b] / t(b) so
-    far: m more nodes add at most m times the next value (plus `max_gain`) and cost at least the cheapest
-    t of any larger size (t need not be non-decreasing), so `best_size` picks the same b from the shorter
-    selection."""
+    far: each further node adds at most the heap's top key plus `max_gain`, so no size m > b can do better
+    once E[committed | b] + (m − b)·that ≤ best · t(m) for every m (t need not be non-decreasing), and
+    `best_size` picks the same b from the shorter selection."""
     if budget < 1:
         raise ValueError(f"budget = {budget}: must be >= 1")
     order, values, parents, gains = [0], [1.0], [-1], [0.0]
     # (-(value + gain), depth, pool node, parent's place, value)
     heap: list[tuple[float, int, int, int, float]] = []
+    push = heapq.heappush
 
     def open_node(node: int, place: int) -> None:
         if expand is not None:
             expand(pool, node)
+        kids = pool.kids[node]
+        if not kids:
+            return
         value = values[place]
         depth = pool.depths[node] + 1
-        kids = list(pool.kids[node].values())
-        rates = [rate(pool, child) for child in kids]
-        for child, r in zip(kids, rates, strict=True):
+        rated = [(child, rate(pool, child)) for child in kids.values()]
+        mass = 0.0
+        for child, r in rated:
             if not 0.0 <= r <= 1.0:
                 raise ValueError(f"pool node {child}: rate {r} outside [0, 1]")
-        mass = sum(rates)
+            mass += r
         scale = SIBLING_MASS / mass if mass > SIBLING_MASS else 1.0
-        for child, r in zip(kids, rates, strict=True):
+        for child, r in rated:
             v = value * r * scale
             g = gain(pool, child) if gain is not None else 0.0
-            heapq.heappush(heap, (-(v + g), depth, child, place, v))
+            push(heap, (-(v + g), depth, child, place, v))
 
     open_node(0, 0)
     expected = 1.0
@@ -192,9 +196,21 @@ def select_best_first(
         if latency is not None and heap:
             expected -= neg
             best = max(best, expected / costs[b - 1])
-            if (expected + (max_gain - heap[0][0]) * (budget - b)) / cheapest_from[b] <= best:
+            step = max_gain - heap[0][0]  # the most any further node adds
+            if (expected + step * (budget - b)) / cheapest_from[b] <= best or _cannot_pay(
+                expected, step, best, costs, b
+            ):
                 break  # no larger tree can do better
     return Selection(order, values, parents, gains)
+
+
+def _cannot_pay(expected: float, step: float, best: float, costs: Sequence[float], b: int) -> bool:
+    """Whether no size m > b reaches `best`: E + (m − b)·step ≤ best·t(m) for every m (`costs[m − 1]` =
+    t(m)); the scan stops at the first m that could, usually the next one."""
+    for m in range(b + 1, len(costs) + 1):
+        if expected + (m - b) * step > best * costs[m - 1]:
+            return False
+    return True
 
 
 def best_size(expected: Sequence[float], latency: Callable[[int], float], min_size: int = 1) -> int:

@@ -211,6 +211,28 @@ def test_estimator_learns_forgets_and_restores():
         AcceptanceEstimator(prior, decay=0.0)
 
 
+def test_estimator_rates_are_the_two_level_beta_smoothing_of_its_counts():
+    # r per cell from the counts by the documented formula, cell by cell, after random updates
+    prior = source_priors(0.3, 0.8, 0.9, 0.8)
+    est = AcceptanceEstimator(prior, prior_strength=2.0, decay=0.95, chain_gain=0.7)
+    rng = random.Random(3)
+    cells = list(range(est.reached.size))
+    for _ in range(40):
+        picked = [rng.choice(cells) for _ in range(30)]
+        est.update(picked, [rng.random() < 0.8 for _ in picked], [rng.random() < 0.4 for _ in picked])
+        table = est.table()
+    s = est.strength
+    for mask, depth, bin_ in itertools.product(range(16), range(1, 30, 3), range(5)):
+        c = AcceptanceEstimator.cell(mask, depth, bin_)
+        m, d = divmod(c // 5, 12)
+        reach, acc = est.reached[m, d], est.accepted[m, d]
+        coarse_prior = est.fine_prior[m, d].mean()
+        coarse = (acc.sum() + s * coarse_prior) / (reach.sum() + s)
+        anchor = min(1.0, max(1e-4, coarse * est.fine_prior[m, d, bin_] / coarse_prior))
+        assert table[c] == pytest.approx((acc[bin_] + s * anchor) / (reach[bin_] + s), rel=1e-12)
+        assert 0.0 <= table[c] <= 1.0
+
+
 def test_row_value_starts_at_its_prior_learns_and_forgets():
     rv = RowValue(prior=0.1, prior_rows=20.0, decay=1.0)
     assert rv.gain() == pytest.approx(0.1)
@@ -514,6 +536,26 @@ def test_stopping_early_bounds_by_the_cheapest_larger_size():
     t = {1: 1.0, 2: 2.5, 3: 2.5, 4: 0.9, 5: 0.9, 6: 0.9}.__getitem__
     sel = select_best_first(hand_pool(edges), rate_from(rates), 6, latency=t)
     assert len(sel) == 6 and best_size(sel.expected_committed(), t) == 6
+
+
+def test_stopping_early_checks_every_larger_size_not_the_budget_at_its_cheapest():
+    # 39 unlikely candidates under the anchor over an affine curve (each node 4 % of a step): every further
+    # node adds at most 0.02 and the m-th larger size costs 4·m % more, so no larger tree pays and the
+    # selection stops after the first candidate; bounding the 58 nodes left at 0.02 each by the cheapest
+    # larger size, t(3), would open them all
+    edges = [(0, 10 + i) for i in range(1, 40)]
+    rates = dict.fromkeys(range(1, 40), 0.02)
+    opened = []
+
+    def expand(pool, node):
+        opened.append(node)
+
+    def t(b):
+        return 1.0 + 0.04 * (b - 1)
+
+    sel = select_best_first(hand_pool(edges), rate_from(rates), 60, expand, latency=t)
+    assert best_size(sel.expected_committed(), t) == 1
+    assert len(sel) == 2 and len(opened) == 2
 
 
 @pytest.mark.parametrize("seed", range(20))
