@@ -12,7 +12,10 @@ the share of steps cut to the anchor alone; for hw_tree the best-first pool per 
 latency rule left out; the forward against the run's latency curve (`budget_latency`, calibrated at one
 KV length, 256 by default): Σ measured forward / Σ t(n) over the verified tree sizes, how far a size rule
 working from that curve misjudges a step (next to the mean prompt tokens: a longer prompt attends over more
-KV). Steps = forward calls minus the prefill. Wall-clock is machine-dependent: read it next to the run's device.
+KV). Per prompt, ms of the prefill and of the setup (the wall time outside the prefill and the steps: the
+drafter's `begin`, e.g. the adjacency table's harvest of the prompt's logits, which also makes the prefill
+compute logits at every prompt position rather than the last). Steps = forward calls minus the prefill.
+Wall-clock is machine-dependent: read it next to the run's device.
 """
 
 from __future__ import annotations
@@ -86,6 +89,10 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         out[p.removesuffix("_s") + "_ms"] = 1e3 * tot[p] / steps if steps else float("nan")
     out["off_forward"] = (step_s - tot["forward_s"]) / step_s if step_s and tot["forward_s"] else float("nan")
     out["prompt_tokens"] = sum(_num(r.get("prompt_tokens")) for r in rows) / len(rows) if rows else 0.0
+    prefill = sum(_num(r.get("prefill_s")) for r in rows)
+    setup = sum(_num(r.get("wall_time_s")) for r in rows) - prefill - step_s
+    out["prefill_ms"] = 1e3 * prefill / len(rows) if rows else float("nan")
+    out["setup_ms"] = 1e3 * setup / len(rows) if rows else float("nan")
     timed = [(r, curve_seconds(r)) for r in rows]
     timed = [(r, c) for r, c in timed if c]
     out["forward_vs_curve"] = (
@@ -168,6 +175,8 @@ def build(res: Results, out: Path) -> Output:
             fmt(t["forward_ms"], 2),
             fmt(t["forward_vs_curve"], 2),
             fmt(t["prompt_tokens"], 0),
+            fmt(t["prefill_ms"], 1),
+            fmt(t["setup_ms"], 1),
             fmt(t["walk_ms"], 2),
             fmt(t["update_ms"], 2),
             fmt(100 * t["off_forward"], 1) + "%",
@@ -192,6 +201,8 @@ def build(res: Results, out: Path) -> Output:
             "forward ms",
             "forward / curve",
             "prompt tokens",
+            "prefill ms",
+            "setup ms",
             "walk ms",
             "update ms",
             "off-forward",

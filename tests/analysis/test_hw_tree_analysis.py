@@ -85,6 +85,17 @@ def test_forward_against_the_runs_latency_curve():
     )  # NaN: no curve recorded
 
 
+def test_prefill_and_setup_per_prompt():
+    # 2 prompts: prefill 40 and 60 ms; wall 200 ms each, of which 100 ms of steps (draft + verify + update)
+    rows = [
+        row("goose_auto", prefill_s=0.04, wall_time_s=0.2),
+        row("goose_auto", prefill_s=0.06, wall_time_s=0.2),
+    ]
+    s = hw_tree_gap.summarise(rows)
+    assert s["prefill_ms"] == pytest.approx(50.0)
+    assert s["setup_ms"] == pytest.approx((0.4 - 0.1 - 0.2) / 2 * 1e3)
+
+
 def test_gap_table_keeps_the_methods_of_the_question():
     rows = [row("goose_auto"), row("pld"), row("hw_tree_auto"), row("eagle2"), row("pld", temperature=0.7)]
     table = hw_tree_gap.gap_table([("run", rows)])
