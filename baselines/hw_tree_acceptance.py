@@ -30,9 +30,6 @@ def depth_bucket(depth: int) -> int:
     return 9 if depth <= 12 else 10 if depth <= 20 else 11
 
 
-_BUCKET_OF = tuple(depth_bucket(d) for d in range(32))  # depth_bucket by lookup on the rating path
-
-
 def _lead_source(mask: int) -> int:
     for s in LEAD_ORDER:
         if mask >> s & 1:
@@ -87,34 +84,24 @@ class AcceptanceEstimator:
         self.coarse_prior = fine_prior.mean(axis=2)
         self.reached = np.zeros((NUM_MASKS, DEPTH_BUCKETS, CONF_BINS))
         self.accepted = np.zeros_like(self.reached)
-        self._weighted_coarse_prior = self.strength * self.coarse_prior
-        self._scratch = np.empty_like(self.reached)
         self._table: list[float] | None = None
 
     @staticmethod
     def cell(mask: int, depth: int, bin_: int) -> int:
         """The flat index of a cell."""
-        bucket = _BUCKET_OF[depth] if depth < 32 else DEPTH_BUCKETS - 1
-        return (mask * DEPTH_BUCKETS + bucket) * CONF_BINS + bin_
+        return (mask * DEPTH_BUCKETS + depth_bucket(depth)) * CONF_BINS + bin_
 
     def table(self) -> list[float]:
-        """r of every cell, flat (`cell` indexes it); recomputed after an update, in place (it runs every step):
-        coarse = (Σ_bin accepted + s·coarse prior) / (Σ_bin reached + s), anchor = coarse · fine prior /
-        coarse prior clipped to [1e-4, 1], r = (accepted + s·anchor) / (reached + s), in [0, 1] since
-        accepted ≤ reached."""
+        """r of every cell, flat (`cell` indexes it); recomputed after an update: coarse = (Σ_bin accepted +
+        s·coarse prior) / (Σ_bin reached + s), anchor = coarse · fine prior / coarse prior clipped to [1e-4, 1],
+        r = (accepted + s·anchor) / (reached + s)."""
         if self._table is None:
             s = self.strength
-            coarse = (self.accepted.sum(axis=2) + self._weighted_coarse_prior) / (
-                self.reached.sum(axis=2) + s
-            )
-            rate = np.multiply(coarse[..., None], self.fine_prior, out=self._scratch)
-            rate /= self.coarse_prior[..., None]
-            np.maximum(rate, 1e-4, out=rate)
-            np.minimum(rate, 1.0, out=rate)
-            rate *= s
-            rate += self.accepted
-            rate /= self.reached + s
-            self._table = rate.ravel().tolist()
+            reach_c, acc_c = self.reached.sum(axis=2), self.accepted.sum(axis=2)
+            coarse = (acc_c + s * self.coarse_prior) / (reach_c + s)
+            anchor = np.clip(coarse[..., None] * self.fine_prior / self.coarse_prior[..., None], 1e-4, 1.0)
+            fine = (self.accepted + s * anchor) / (self.reached + s)
+            self._table = np.clip(fine, 0.0, 1.0).reshape(-1).tolist()
         return self._table
 
     def update(self, cells: list[int], reached: list[bool], hit: list[bool]) -> None:

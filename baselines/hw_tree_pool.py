@@ -156,7 +156,6 @@ def select_best_first(
     order, values, parents, gains = [0], [1.0], [-1], [0.0]
     # (-(value + gain), depth, pool node, parent's place, value)
     heap: list[tuple[float, int, int, int, float]] = []
-    push = heapq.heappush
 
     def open_node(node: int, place: int) -> None:
         if expand is not None:
@@ -176,7 +175,7 @@ def select_best_first(
         for child, r in rated:
             v = value * r * scale
             g = gain(pool, child) if gain is not None else 0.0
-            push(heap, (-(v + g), depth, child, place, v))
+            heapq.heappush(heap, (-(v + g), depth, child, place, v))
 
     open_node(0, 0)
     expected = 1.0
