@@ -66,7 +66,9 @@ CONTEXT_BITS = (
 class HwTreeConfig(ContextMatchConfig):
     """hw_tree's hyperparameters. From the candidate pool (Goose Table 5): `budget` B, the largest tree (anchor
     included), verified whole without a latency curve; `max_depth` D, the deepest adjacency-only node that
-    still gets successors; `k`, `min_score`, `use_bigram`, `prefill_harvest`; the matcher's `ngram_lengths`
+    still gets successors; `k`, `min_score`, `use_bigram`; `prefill_harvest` off (the prompt's logits at
+    every position cost a long prompt more than its rows return; the table fills from verified nodes alone,
+    docs/performance.md); the matcher's `ngram_lengths`
     (Goose's 5, 4, 3 and PLD's 2, 1), `max_chain`, `long_match`, `max_extended_chain`, `extend_chain` above
     `chain_extension_threshold`. Sources: `alt_matches` other occurrences of `alt_chain` tokens; `suffix`
     on/off, `suffix_max_depth` (vLLM's 24), `suffix_min_token_prob`; `adj_width` successors per node (0:
@@ -77,6 +79,7 @@ class HwTreeConfig(ContextMatchConfig):
     the weight of `row_prior_rows` rows."""
 
     owner = "HwTreeDrafter"
+    prefill_harvest: bool = False
     ngram_lengths: tuple[int, ...] = (5, 4, 3, 2, 1)
     extend_chain: bool = True
     chain_extension_threshold: float = GooseConfig.chain_extension_threshold

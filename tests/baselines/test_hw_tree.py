@@ -276,6 +276,13 @@ def outcome_for(tree, accepted_nodes, vocab: int = 64):
     return VerifyOutcome(torch.zeros(len(tree), vocab), [0] * len(tree), accepted_nodes, new)
 
 
+def test_the_prompt_logits_are_harvested_only_on_request():
+    # off by default: the engine then computes the prefill's last logits only; on, every prompt position
+    assert HwTreeDrafter().cfg.prefill_harvest is False
+    assert not HwTreeDrafter().needs_prefill_logits
+    assert HwTreeDrafter(prefill_harvest=True).needs_prefill_logits
+
+
 def test_drafter_merges_the_context_chain_its_alternatives_and_the_suffix_tree():
     d = HwTreeDrafter(adj_width=0, prefill_harvest=False)
     prompt = [1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 1, 2, 3]
