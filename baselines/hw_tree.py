@@ -4,7 +4,8 @@
 - the context matcher's chain (Goose's spine, extended as Goose §4.3 extends it; PLD's chain),
 - the same n-gram's other occurrences in the context (`alt_matches` of them, newest first),
 - SuffixDecoding's frequency tree (arXiv 2411.04975; baselines.suffix, used as a source),
-- the adjacency table's successors under every node (Goose's branches, TR's table).
+- the adjacency table's successors under every node (Goose's branches), and, for a token that has no row yet
+  in this prompt, the row an earlier prompt wrote (TR keeps its table for the whole run; `run_table`).
 
 They are merged into one candidate trie (baselines.hw_tree_pool); each edge gets r = P(accepted | parent
 accepted) from an online, calibrated estimator keyed by (source mask, depth, source confidence)
@@ -22,6 +23,7 @@ accepted later per row that only a rejected node wrote, learnt online (baselines
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +42,10 @@ from baselines.hw_tree_pool import (
     ALT,
     CONF_BINS,
     CTX,
+    RUN,
     SOURCE_BITS,
     SUF,
+    TABLE_BITS,
     CandidatePool,
     Selection,
     best_size,
@@ -54,6 +58,7 @@ from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.confidence import extension_limit, match_confidence
 from goose.method.config import ContextMatchConfig, GooseConfig
+from goose.sources.adjacency import AdjacencyTable
 from goose.sources.context_matcher import ContextMatch, ContextMatcher
 from goose.validation import check_bool, check_float, check_int, check_positive
 
@@ -72,8 +77,10 @@ class HwTreeConfig(ContextMatchConfig):
     (Goose's 5, 4, 3 and PLD's 2, 1), `max_chain`, `long_match`, `max_extended_chain`, `extend_chain` above
     `chain_extension_threshold`. Sources: `alt_matches` other occurrences of `alt_chain` tokens; `suffix`
     on/off, `suffix_max_depth` (vLLM's 24), `suffix_min_token_prob`; `adj_width` successors per node (0:
-    none). Estimator: `prior_strength`, `decay` and the priors `ctx_prior` (a 1-gram match, + 0.1 per
-    matched token), `alt_prior`, `suf_prior`, `adj_prior` (scales of the confidence) at depth 1, and
+    none); `run_table`: a token with no row yet in this prompt takes the row an earlier prompt of the run
+    wrote (a token new to the prompt otherwise stalls a step on the anchor alone). Estimator:
+    `prior_strength`, `decay` and the priors `ctx_prior` (a 1-gram match, + 0.1 per matched token),
+    `alt_prior`, `suf_prior`, `adj_prior`, `run_prior` (scales of the confidence) at depth 1, and
     `chain_gain`, the share of a copying source's prior rejection rate kept per level deeper. `row_value`:
     a node whose token has no table row gains g (RowValue), starting at `row_prior` tokens per row with
     the weight of `row_prior_rows` rows."""
@@ -89,12 +96,14 @@ class HwTreeConfig(ContextMatchConfig):
     suffix_max_depth: int = 24
     suffix_min_token_prob: float = 0.1
     adj_width: int = 4
+    run_table: bool = True
     prior_strength: float = 2.0
     decay: float = 0.99
     ctx_prior: float = 0.3
     alt_prior: float = 0.8
     suf_prior: float = 0.9
     adj_prior: float = 0.8
+    run_prior: float = 0.5
     chain_gain: float = 0.7
     row_value: bool = True
     row_prior: float = 0.1
@@ -106,6 +115,7 @@ class HwTreeConfig(ContextMatchConfig):
         check_bool(f"{owner}.extend_chain", self.extend_chain)
         check_bool(f"{owner}.suffix", self.suffix)
         check_bool(f"{owner}.row_value", self.row_value)
+        check_bool(f"{owner}.run_table", self.run_table)
         check_float(f"{owner}.row_prior", self.row_prior, 0.0, 4.0, why="tokens committed later per new row")
         check_positive(f"{owner}.row_prior_rows", self.row_prior_rows, why="pseudo-rows of the row prior")
         check_int(f"{owner}.alt_matches", self.alt_matches, low=0, why="other occurrences drafted (0: none)")
@@ -124,7 +134,7 @@ class HwTreeConfig(ContextMatchConfig):
         check_float(f"{owner}.decay", self.decay, 0.0, 1.0, why="per-step forgetting, in (0, 1]")
         if self.decay == 0:
             raise ValueError(f"{owner}.decay = 0: must be in (0, 1] (1: never forget)")
-        for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior"):
+        for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior", "run_prior"):
             check_float(f"{owner}.{name}", getattr(self, name), 0.0, 1.0, why="a prior acceptance rate")
         check_float(
             f"{owner}.chain_gain", self.chain_gain, 0.0, 1.0, why="rejection rate kept per level, in (0, 1]"
@@ -141,7 +151,7 @@ class HwTreeConfig(ContextMatchConfig):
             "row_prior_rows",
         ):
             object.__setattr__(self, name, float(getattr(self, name)))
-        for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior", "chain_gain"):
+        for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior", "run_prior", "chain_gain"):
             object.__setattr__(self, name, float(getattr(self, name)))
 
 
@@ -191,7 +201,7 @@ class HwTreeDrafter(AdjacencyDrafter):
             if cfg.suffix
             else None
         )
-        prior = source_priors(cfg.ctx_prior, cfg.alt_prior, cfg.suf_prior, cfg.adj_prior)
+        prior = source_priors(cfg.ctx_prior, cfg.alt_prior, cfg.suf_prior, cfg.adj_prior, cfg.run_prior)
         self.estimator = AcceptanceEstimator(prior, cfg.prior_strength, cfg.decay, cfg.chain_gain)
         self.row_value_model = RowValue(cfg.row_prior, cfg.row_prior_rows, cfg.decay)
         self._row_gain = 0.0
@@ -199,6 +209,8 @@ class HwTreeDrafter(AdjacencyDrafter):
         self._explored: set[int] = set()
         self._from_explored: set[int] = set()
         self._latency: Callable[[int], float] | None = None
+        # the rows of the run's finished prompts (run_table), consulted for a token without a row this prompt
+        self.run_rows: AdjacencyTable | None = None
         self._calib = Calibration()
         self._sizes = SizeOutcomes()
         self._rates: list[float] = []
@@ -217,15 +229,20 @@ class HwTreeDrafter(AdjacencyDrafter):
         """budget=auto: size each tree with this latency (seconds of a step of n nodes), never cut after."""
         self._latency = latency
 
-    # The learnt rates outlive a prompt and are checkpointed by the runner.
+    # The learnt rates and the run's table outlive a prompt and are checkpointed by the runner.
     carries_run_state = True
 
     def run_state(self) -> Any:
-        return {"rates": self.estimator.state(), "rows": self.row_value_model.state()}
+        return {
+            "rates": self.estimator.state(),
+            "rows": self.row_value_model.state(),
+            "run_table": copy.deepcopy(self.run_rows),
+        }
 
     def restore_run_state(self, state: Any) -> None:
         self.estimator.restore(state["rates"])
         self.row_value_model.restore(state["rows"])
+        self.run_rows = copy.deepcopy(state.get("run_table"))
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Fresh adjacency table, context pool and suffix tree; the learnt rates stay."""
@@ -281,15 +298,21 @@ class HwTreeDrafter(AdjacencyDrafter):
         pool.add_tree(draft.tokens, draft.parents, SUF, bins)
 
     def _expand(self, pool: CandidatePool, node: int) -> None:
-        """Adjacency successors under `node` (lazily, when it enters the tree); adjacency-only nodes at depth
-        D get none."""
-        if not self.adj_width or (pool.masks[node] == 1 << ADJ and pool.depths[node] >= self.max_depth):
+        """Adjacency successors under `node` (lazily, when it enters the tree): this prompt's row, else the
+        run's (`run_table`); nodes only a table proposed get none at depth D."""
+        if not self.adj_width or (
+            pool.masks[node] & ~TABLE_BITS == 0 and pool.depths[node] >= self.max_depth
+        ):
             return
         prev = self._prev_anchor if node == 0 else pool.tokens[pool.parents[node]]
         ids, scores = self.successors(pool.tokens[node], prev)
-        explored = pool.tokens[node] in self._explored
+        source = ADJ
+        if not ids and self.run_rows is not None:
+            ids, scores = self.run_rows.successors(pool.tokens[node], None, self.min_score)
+            source = RUN
+        explored = source == ADJ and pool.tokens[node] in self._explored
         for token, score in zip(ids[: self.adj_width], scores[: self.adj_width], strict=True):
-            child = pool.add(node, token, ADJ, conf_bin(score))
+            child = pool.add(node, token, source, conf_bin(score))
             if explored and pool.masks[child] == 1 << ADJ:
                 self._from_explored.add(child)
 
@@ -431,7 +454,13 @@ class HwTreeDrafter(AdjacencyDrafter):
         self.stats["hw_expected_accepted"] = self.stats.get("hw_expected_accepted", 0.0) + expected
 
     def end(self) -> None:
-        """The prompt's calibration and size-outcome counts into its stats (once, not every step)."""
+        """The prompt's calibration and size-outcome counts into its stats (once, not every step); its
+        table's rows into the run's (`run_table`)."""
         super().end()
         self.stats.update(self._calib.as_stats())
         self.stats.update(self._sizes.as_stats())
+        if self.run_table and self.table is not None:
+            t = self.table
+            if self.run_rows is None or self.run_rows.vocab_size != t.vocab_size:
+                self.run_rows = AdjacencyTable(t.vocab_size, t.k, use_scores=True)
+            self.run_rows.absorb(t)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from baselines.hw_tree_pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MASKS, SOURCE_BITS, SUF
+from baselines.hw_tree_pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MASKS, RUN, SOURCE_BITS, SUF
 
 DEPTH_BUCKETS = 12  # 1..8 each, 9-12, 13-20, 21+ (index 0 unused: the anchor)
 BUCKET_DEPTH = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 16, 24)  # a representative depth per bucket
@@ -37,14 +37,14 @@ def _lead_source(mask: int) -> int:
     return CTX
 
 
-def source_priors(ctx: float, alt: float, suf: float, adj: float) -> np.ndarray:
+def source_priors(ctx: float, alt: float, suf: float, adj: float, run: float) -> np.ndarray:
     """Prior r per (source, confidence bin): the context chain's by matched n-gram length (bin = n − 1),
     starting at `ctx` for a 1-gram and rising by 0.1 a bin; the others the bin's midpoint times their
-    scale (`alt`, `suf`, `adj`); clipped to [0.02, 0.95]."""
+    scale (`alt`, `suf`, `adj`, `run`); clipped to [0.02, 0.95]."""
     mid = (np.arange(CONF_BINS) + 0.5) / CONF_BINS
     out = np.empty((len(SOURCE_BITS), CONF_BINS))
     out[CTX] = ctx + 0.1 * np.arange(CONF_BINS)
-    out[ALT], out[SUF], out[ADJ] = alt * mid, suf * mid, adj * mid
+    out[ALT], out[SUF], out[ADJ], out[RUN] = alt * mid, suf * mid, adj * mid, run * mid
     return np.clip(out, 0.02, 0.95)
 
 

@@ -20,11 +20,13 @@ from itertools import accumulate
 CTX = 0  # the context matcher's chain (earliest occurrence, extended): Goose's spine, PLD's chain
 ALT = 1  # the context matcher's other occurrences of the same n-gram
 SUF = 2  # SuffixDecoding's frequency tree
-ADJ = 3  # the adjacency table's successors: Goose's branches, TR
-SOURCE_BITS: tuple[str, ...] = ("ctx", "alt", "suf", "adj")
+ADJ = 3  # this prompt's adjacency table's successors: Goose's branches
+RUN = 4  # the run's adjacency table (rows earlier prompts wrote, as TR keeps its table), for a token without a row yet
+SOURCE_BITS: tuple[str, ...] = ("ctx", "alt", "suf", "adj", "run")
 NUM_MASKS = 1 << len(SOURCE_BITS)
+TABLE_BITS = (1 << ADJ) | (1 << RUN)  # the sources read from an adjacency table
 # The source whose confidence bin keys a multi-source node, most informative first.
-LEAD_ORDER: tuple[int, ...] = (SUF, ALT, ADJ, CTX)
+LEAD_ORDER: tuple[int, ...] = (SUF, ALT, ADJ, RUN, CTX)
 CONF_BINS = 5  # confidence bins per source (see `conf_bin`)
 # Siblings are distinct tokens, so at most one is accepted: their rates, each learnt for its own cell, are
 # scaled down together where they add up to more than this (their estimates' sum otherwise overstates

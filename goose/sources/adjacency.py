@@ -73,6 +73,22 @@ class AdjacencyTable:
         self._seen[:] = False
         self._reset_bigram()
 
+    def absorb(self, other: AdjacencyTable) -> None:
+        """Copy every unigram row `other` holds over this table's (its bigram tier is not taken): a table
+        kept for a whole run taking the rows of a finished prompt's table."""
+        if other.vocab_size != self.vocab_size or other.width != self.width:
+            raise ValueError(
+                f"cannot absorb a table of vocab {other.vocab_size} and width {other.width} into one of "
+                f"vocab {self.vocab_size} and width {self.width}"
+            )
+        if self._scores is not None and other._scores is None:
+            raise ValueError("cannot absorb a table without scores into one with scores")
+        rows = np.flatnonzero(other._seen)
+        self._ids[rows] = other._ids[rows]
+        if self._scores is not None and other._scores is not None:
+            self._scores[rows] = other._scores[rows]
+        self._seen[rows] = True
+
     @property
     def num_rows(self) -> int:
         return int(self._seen.sum())

@@ -25,6 +25,7 @@ from baselines.hw_tree_pool import (
     ADJ,
     ALT,
     CTX,
+    RUN,
     SIBLING_MASS,
     SUF,
     CandidatePool,
@@ -188,7 +189,7 @@ def test_occurrence_bins_are_shares_of_the_continuations():
 
 
 def test_estimator_learns_forgets_and_restores():
-    prior = source_priors(0.3, 0.8, 0.9, 0.8)
+    prior = source_priors(0.3, 0.8, 0.9, 0.8, 0.5)
     est = AcceptanceEstimator(prior, prior_strength=2.0, decay=0.9)
     cell = AcceptanceEstimator.cell(1 << ADJ, 1, 0)
     other = AcceptanceEstimator.cell(1 << ADJ, 1, 4)
@@ -213,7 +214,7 @@ def test_estimator_learns_forgets_and_restores():
 
 def test_estimator_rates_are_the_two_level_beta_smoothing_of_its_counts():
     # r per cell from the counts by the documented formula, cell by cell, after random updates
-    prior = source_priors(0.3, 0.8, 0.9, 0.8)
+    prior = source_priors(0.3, 0.8, 0.9, 0.8, 0.5)
     est = AcceptanceEstimator(prior, prior_strength=2.0, decay=0.95, chain_gain=0.7)
     rng = random.Random(3)
     cells = list(range(est.reached.size))
@@ -355,7 +356,7 @@ def test_a_tree_the_drafter_did_not_propose_is_not_calibrated():
 
 
 def test_chain_sources_prior_rises_with_depth_and_adjacency_does_not():
-    prior = source_priors(0.3, 0.8, 0.9, 0.8)
+    prior = source_priors(0.3, 0.8, 0.9, 0.8, 0.5)
     flat = AcceptanceEstimator(prior, chain_gain=1.0).fine_prior
     rising = AcceptanceEstimator(prior, chain_gain=0.5).fine_prior
     ctx, adj = 1 << CTX, 1 << ADJ
@@ -399,6 +400,40 @@ def test_rows_only_rejected_nodes_write_are_explored_and_credited_when_their_suc
     assert 41 not in d._explored and 50 not in d._explored
 
 
+def test_a_token_new_to_the_prompt_takes_the_row_an_earlier_prompt_wrote():
+    """run_table: prompt 1 verifies token 41, whose logits predict 50; in prompt 2, where 41 has no row and
+    no earlier occurrence, the anchor 41 still drafts 50 (source RUN) instead of stalling on itself."""
+    import torch
+
+    from goose.engine.core.drafter import VerifyOutcome
+    from goose.engine.core.tree import DraftTree
+
+    def first_prompt(d: HwTreeDrafter) -> None:
+        fake_begin(d, [1, 2, 3])
+        d.propose([1, 2, 3])
+        tree = DraftTree([3, 41], [-1, 0], [ROOT, BRANCH])
+        logits = torch.full((2, 64), -10.0)
+        logits[0, 41] = logits[1, 50] = 10.0
+        d.observe(tree, VerifyOutcome(logits, [41, 50], [0, 1], [41, 50]))
+        d.end()
+
+    second = [7, 8, 9, 41]
+    with_run, without = HwTreeDrafter(suffix=False), HwTreeDrafter(suffix=False, run_table=False)
+    for d in (with_run, without):
+        first_prompt(d)
+        fake_begin(d, second)
+        assert not d.table.has_row(41)  # this prompt's table starts empty
+    tree = with_run.propose(second)
+    assert tree.tokens[:2] == [41, 50] and tree.sources[1] == BRANCH
+    assert with_run.last_pool.masks[with_run.last_pool.kids[0][50]] == 1 << RUN
+    assert len(without.propose(second)) == 1 and without.route == "ar"
+    # the run's rows are run state: a restored drafter drafts the same tree
+    restored = HwTreeDrafter(suffix=False)
+    restored.restore_run_state(with_run.run_state())
+    fake_begin(restored, second)
+    assert restored.propose(second).tokens == tree.tokens
+
+
 def test_without_row_value_no_node_gains():
     d = HwTreeDrafter(prefill_harvest=False, row_value=False)
     prompt = [1, 2, 3, 4, 1, 2, 3]
@@ -415,7 +450,7 @@ def test_learnt_rates_are_run_state_and_restore_the_same_trees():
     a.observe(t, outcome_for(t, [0, 1]))
     a.row_value_model.update(rows=3, credit=2)
     state = a.run_state()
-    assert set(state) == {"rates", "rows"} and state["rows"]["credit"] == pytest.approx(2.0)
+    assert set(state) == {"rates", "rows", "run_table"} and state["rows"]["credit"] == pytest.approx(2.0)
     gain = a.row_value_model.gain()
     a = HwTreeDrafter(prefill_harvest=False)
     a.restore_run_state(state)

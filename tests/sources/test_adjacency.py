@@ -160,6 +160,24 @@ def test_reset_forgets_unigram_and_bigram_rows() -> None:
     assert table.num_rows == 0 and table.num_bigrams == 0
 
 
+def test_absorb_copies_the_unigram_rows_over_and_keeps_the_others() -> None:
+    run = AdjacencyTable(V, k=2)
+    run.update([1, 3], logits_from([{2: 3.0, 6: 1.0}, {4: 2.0}]))
+    prompt = AdjacencyTable(V, k=2, use_bigram=True)
+    prompt.update([3, 5], logits_from([{7: 2.0, 0: 1.0}, {6: 1.0, 2: 0.5}]), prev_tokens=[1, -1])
+    run.absorb(prompt)
+    assert run.successors(3) == prompt.successors(3)  # overwritten by the fresher row
+    assert run.successors(5) == prompt.successors(5)  # new
+    assert run.successors(1)[0] == [2, 6]  # a row the prompt never wrote stays
+    assert run.num_rows == 3 and run.num_bigrams == 0  # the bigram tier is not taken
+    prompt.reset()
+    assert run.successors(3)[0] == [7, 0]  # a copy: the prompt's reset leaves it
+    with pytest.raises(ValueError, match="vocab"):
+        run.absorb(AdjacencyTable(V + 1, k=2))
+    with pytest.raises(ValueError, match="without scores"):
+        run.absorb(AdjacencyTable(V, k=2, use_scores=False))
+
+
 def test_update_from_tree_uses_parent_tokens_as_bigram_prev() -> None:
     table = AdjacencyTable(V, k=1, use_bigram=True)
     # tree: 5 (root) -> 6 -> 7, and 5 -> 7 ; committed token before the anchor: 4
