@@ -305,12 +305,15 @@ class HwTreeDrafter(AdjacencyDrafter):
         ):
             return
         prev = self._prev_anchor if node == 0 else pool.tokens[pool.parents[node]]
-        ids, scores = self.successors(pool.tokens[node], prev)
-        source = ADJ
-        if not ids and self.run_rows is not None:
-            ids, scores = self.run_rows.successors(pool.tokens[node], None, self.min_score)
+        token = pool.tokens[node]
+        assert self.table is not None
+        if self.run_rows is not None and not self.table.has_row(token):
+            ids, scores = self.run_rows.successors(token, None, self.min_score)
             source = RUN
-        explored = source == ADJ and pool.tokens[node] in self._explored
+        else:
+            ids, scores = self.successors(token, prev)
+            source = ADJ
+        explored = source == ADJ and token in self._explored
         for token, score in zip(ids[: self.adj_width], scores[: self.adj_width], strict=True):
             child = pool.add(node, token, source, conf_bin(score))
             if explored and pool.masks[child] == 1 << ADJ:

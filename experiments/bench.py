@@ -25,7 +25,10 @@ drafters); then `--repeats` rounds, each running every contender on every prompt
 prompt: engine AR first (the reference each other contender's output is checked against, near-tie
 verdicts included, as in any `run.py` cell), then the others in an order that rotates from prompt
 to prompt, so that drifts of the machine's speed hit all contenders alike. One drafter object per
-contender lives across the prompts of the run, as in a run. Tokens/s of a contender in a round =
+contender lives across the prompts of one results file (a repeat's benchmark), as in a `run.py` cell,
+and every file starts from a fresh one: a repeat re-runs the same prompts, and a drafter that kept what
+it learnt from them (a run-long table, learnt rates) would speculate on texts it has already seen,
+which no repeat of a real workload does. Tokens/s of a contender in a round =
 its generated tokens / its wall seconds over the prompts every contender completed (prefill
 included); `make figures` turns the rows into the wall-clock tables (analysis/wall_clock.py) and
 this script prints the same summary at the end.
@@ -87,7 +90,6 @@ from goose.harness.compose import (  # noqa: E402
 )
 from goose.harness.job import auto_budget  # noqa: E402
 from goose.harness.models import LoadedModel  # noqa: E402
-from goose.harness.run_state import RunStateStore  # noqa: E402
 from goose.harness.runner import Cell, SamplingPlan, environment, run_cell  # noqa: E402
 from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields  # noqa: E402
 from goose.records.results import append_row, cell_key, read_rows, results_path  # noqa: E402
@@ -245,7 +247,7 @@ class Setting:
 
 Segment = tuple[int, list[BenchPrompt]]
 """(repeat, the prompts of one benchmark): the prompts of one results file, in the order they run."""
-Contender = Callable[[Setting, Segment, int, Segment | None], dict[str, Any]]
+Contender = Callable[[Setting, Segment, int], dict[str, Any]]
 """(setting, the segment, index of the prompt to run, the segment run before it) -> its row."""
 
 
@@ -253,23 +255,22 @@ def _quiet(_: str) -> None:
     """The runner's per-prompt lines: the bench draws its own progress bar."""
 
 
-def engine_contender(method: str, drafter: Drafter, verifier: str = "auto") -> Contender:
-    """`method` (a row's method name) through `run_cell`, with one drafter object across prompts, its
-    sampled drafts verified by `verifier`.
-    The runner gets the benchmark's prompts up to this one: those already in the results are
-    reported, not re-run, and a drafter carrying state across prompts is restored from the
-    runner's checkpoint after them (resume). At the first prompt of a results file the state is
-    restored from the runner's last checkpoint of the file before it (`previous`), so that a run
-    resumed there drafts what an uninterrupted one does (where nothing was cut, that checkpoint is
-    the state in memory)."""
-    config = drafter.config()
+def engine_contender(method: str, make: Callable[[], Drafter], verifier: str = "auto") -> Contender:
+    """`method` (a row's method name) through `run_cell`, its sampled drafts verified by `verifier`:
+    a fresh drafter from `make` at the first prompt of each results file, the same one across the
+    file's prompts. The runner gets the benchmark's prompts up to this one: those already in the
+    results are reported, not re-run, and a drafter carrying state across prompts is restored from
+    the runner's checkpoint after them (resume)."""
+    config = make().config()
+    current: list[Drafter] = []  # the drafter of the results file being run
 
-    def run(setting: Setting, segment: Segment, i: int, previous: Segment | None) -> dict[str, Any]:
+    def run(setting: Setting, segment: Segment, i: int) -> dict[str, Any]:
         repeat, prompts = segment
         p = prompts[i]
         cell = setting.cell(p, method, config, verifier)
-        if i == 0 and previous is not None and drafter.carries_run_state:
-            _restore_from(setting, previous, setting.cell(previous[1][0], method, config, verifier), drafter)
+        if i == 0 or not current:
+            current[:] = [make()]
+        drafter = current[0]
         rows = run_cell(
             setting.engine,
             setting.tokenizer,
@@ -293,20 +294,6 @@ def engine_contender(method: str, drafter: Drafter, verifier: str = "auto") -> C
     return run
 
 
-def _restore_from(setting: Setting, segment: Segment, cell: Cell, drafter: Drafter) -> None:
-    """Restore `drafter` from the runner's checkpoint after every prompt of `segment`, if any."""
-    repeat, prompts = segment
-    store = RunStateStore(setting.results_file(repeat, prompts[0].bench), cell.row_base())
-    ids = [
-        q.prompt.prompt_id if idx is None else f"{q.prompt.prompt_id}#{idx}"
-        for q in prompts
-        for idx, _ in setting.plan.samples(setting.sampling)
-    ]
-    state = store.load(ids)
-    if state is not None:
-        drafter.restore_run_state(state)
-
-
 def _sequence_seed(plan: SamplingPlan, sampling: SamplingParams, prompt_id: str) -> tuple[int | None, int]:
     """(sample_seed, sequence seed) of a prompt's one sample, as the runner derives them."""
     sample_seed = plan.samples(sampling)[0][1]
@@ -323,8 +310,7 @@ def hf_contender(model: Any, eos: list[int], method: str, **generate_kwargs: Any
     without running (resume by the same cell key)."""
     config = {"library": "transformers", **generate_kwargs}
 
-    def run(setting: Setting, segment: Segment, i: int, previous: Segment | None) -> dict[str, Any]:
-        del previous  # transformers carries nothing across prompts
+    def run(setting: Setting, segment: Segment, i: int) -> dict[str, Any]:
         repeat, prompts = segment
         p = prompts[i]
         cell = setting.cell(p, method, config)
@@ -585,7 +571,7 @@ def build_contenders(
                 saved.parent.mkdir(parents=True, exist_ok=True)
                 LatencyTable.from_dict(latency_record).save(saved)
                 profile = str(saved)
-        measured[name] = engine_contender(method, make(), verifier)
+        measured[name] = engine_contender(method, make, verifier)
         sampling = replace(args.sampling, verifier=verifier)
         warm[name] = lambda ids, make=make, sampling=sampling: generate(
             engine, make(), ids, 16, sampling=sampling
@@ -676,14 +662,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t_rep = time.perf_counter()
         bar = tqdm(total=len(prompts), desc=f"repeat {rep + 1}/{args.repeats}", unit="prompt", mininterval=30)
         k = 0
-        for s, segment in enumerate(segments):
+        for segment in segments:
             if segment[0] != rep:
                 continue
-            previous = segments[s - 1] if s else None
             for i in range(len(segment[1])):
                 shift = (k + rep) % max(1, len(others))
                 for name in [REFERENCE, *others[shift:], *others[:shift]]:
-                    measured[name](setting, segment, i, previous)
+                    measured[name](setting, segment, i)
                 k += 1
                 bar.update()  # between prompts, outside every timed call
         bar.close()

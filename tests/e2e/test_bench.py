@@ -1,6 +1,7 @@
 """`make bench` through the runner: every contender's rows in results/ (one folder per repeat),
 resumed by the runner's cell keys with the drafters' cross-prompt state, so that a run cut short
-and resumed drafts exactly what an uninterrupted run drafts."""
+and resumed drafts exactly what an uninterrupted run drafts; every results file starts from a fresh
+drafter, so a repeat drafts what the first one did."""
 
 from __future__ import annotations
 
@@ -48,12 +49,24 @@ def test_every_contender_writes_runner_rows_per_repeat(uninterrupted):
     assert list(record["summary"]["tokens_per_s"]) == ["engine:ar", "engine:tr:auto", "hf:greedy"]
 
 
+def test_every_repeat_starts_from_a_fresh_drafter(uninterrupted):
+    """Token Recycling keeps its table across prompts: carried from one repeat into the next, it would
+    know the very texts it is about to draft and verify other trees."""
+    _, rows, _ = uninterrupted
+    steps = {
+        (r["repeat"], str(r["prompt_id"])): r["step_tree_size"] for r in rows if r["method"] == "tr_auto"
+    }
+    assert len(steps) == 4
+    for prompt in {p for _, p in steps}:
+        assert steps[(1, prompt)] == steps[(0, prompt)]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "stop_at_call",
     [
         4,  # repeat 1, prompt 2, Token Recycling: the runner restores its state after prompt 1
-        5,  # repeat 2, prompt 1: the state comes from the last checkpoint of repeat 1's file
+        5,  # repeat 2, prompt 1: a fresh drafter, as in the uninterrupted run
     ],
 )
 def test_an_interrupted_bench_resumes_with_the_same_drafts(
