@@ -248,7 +248,7 @@ class Setting:
 Segment = tuple[int, list[BenchPrompt]]
 """(repeat, the prompts of one benchmark): the prompts of one results file, in the order they run."""
 Contender = Callable[[Setting, Segment, int], dict[str, Any]]
-"""(setting, the segment, index of the prompt to run, the segment run before it) -> its row."""
+"""(setting, the segment, index of the prompt to run) -> its row."""
 
 
 def _quiet(_: str) -> None:
@@ -653,19 +653,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     for fn in warm.values():  # untimed warm-up of every code path, nothing recorded
         fn(prompts[0].ids[:64])
-    by_bench = [[p for p in prompts if p.bench == b] for b in benches]
-    segments: list[Segment] = [
-        (rep, bench_prompts) for rep in range(args.repeats) for bench_prompts in by_bench if bench_prompts
-    ]
+    by_bench = [bench_prompts for b in benches if (bench_prompts := [p for p in prompts if p.bench == b])]
     others = [n for n in names if n != REFERENCE]
     for rep in range(args.repeats):
         t_rep = time.perf_counter()
         bar = tqdm(total=len(prompts), desc=f"repeat {rep + 1}/{args.repeats}", unit="prompt", mininterval=30)
         k = 0
-        for segment in segments:
-            if segment[0] != rep:
-                continue
-            for i in range(len(segment[1])):
+        for bench_prompts in by_bench:
+            segment: Segment = (rep, bench_prompts)
+            for i in range(len(bench_prompts)):
                 shift = (k + rep) % max(1, len(others))
                 for name in [REFERENCE, *others[shift:], *others[:shift]]:
                     measured[name](setting, segment, i)
