@@ -89,6 +89,34 @@ class AdjacencyTable:
             self._scores[rows] = other._scores[rows]
         self._seen[rows] = True
 
+    def __getstate__(self) -> dict:
+        """Pickle (and deepcopy) only the written unigram rows and the used bigram slots: a run-long table
+        (TR, hw_tree's run table) is checkpointed after every prompt, and its V × K store is mostly unwritten.
+        Unwritten rows are never read (`successors` checks `_seen` first), so nothing observable is lost."""
+        state = self.__dict__.copy()
+        rows = np.flatnonzero(self._seen)
+        state["_seen"] = rows
+        state["_ids"] = self._ids[rows]
+        if self._scores is not None:
+            state["_scores"] = self._scores[rows]
+        n = self._bg_count
+        state["_bg_ids"] = self._bg_ids[:n]
+        state["_bg_scores"] = self._bg_scores[:n]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        rows = state["_seen"]
+        written_ids = state["_ids"]
+        self.__dict__.update(state)
+        self._seen = np.zeros(self.vocab_size, dtype=bool)
+        self._seen[rows] = True
+        self._ids = np.zeros((self.vocab_size, self.width), dtype=np.int64)
+        self._ids[rows] = written_ids
+        if state["_scores"] is not None:
+            written_scores = state["_scores"]
+            self._scores = np.zeros((self.vocab_size, self.width), dtype=written_scores.dtype)
+            self._scores[rows] = written_scores
+
     @property
     def num_rows(self) -> int:
         return int(self._seen.sum())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -176,6 +177,34 @@ def test_absorb_copies_the_unigram_rows_over_and_keeps_the_others() -> None:
         run.absorb(AdjacencyTable(V + 1, k=2))
     with pytest.raises(ValueError, match="without scores"):
         run.absorb(AdjacencyTable(V, k=2, use_scores=False))
+
+
+@pytest.mark.parametrize("use_scores", [True, False])
+def test_a_pickled_table_keeps_every_row_and_carries_only_the_written_ones(use_scores: bool) -> None:
+    vocab = 50_000
+    table = AdjacencyTable(vocab, k=4, use_scores=use_scores, use_bigram=True)
+    logits = torch.randn(3, vocab)
+    table.update([7, 7 + vocab // 2, 9], logits, prev_tokens=[-1, 7, 3])
+    table.update([11], torch.randn(1, vocab))
+    table.reset()  # forgotten rows keep stale data in the store; they must stay forgotten
+    table.update([7, 12], logits[:2], prev_tokens=[5, 7])
+    blob = pickle.dumps(table)
+    assert len(blob) < 20_000  # a V x K store would be ~1.6 MB of ids alone
+    copy_ = pickle.loads(blob)
+    assert copy_.num_rows == table.num_rows == 2 and copy_.num_bigrams == table.num_bigrams == 2
+    for token in (7, 9, 11, 12, 7 + vocab // 2):
+        assert copy_.has_row(token) == table.has_row(token)
+        assert copy_.successors(token) == table.successors(token)
+        for prev in (5, 7, 3):
+            assert copy_.successors(token, prev=prev) == table.successors(token, prev=prev)
+    more = torch.randn(2, vocab)  # the copy goes on writing as the original does
+    for t in (table, copy_):
+        t.update([9, 13], more, prev_tokens=[12, 9])
+    for token in (9, 13):
+        assert copy_.successors(token) == table.successors(token)
+        assert copy_.successors(token, prev=12 if token == 9 else 9) == table.successors(
+            token, prev=12 if token == 9 else 9
+        )
 
 
 def test_update_from_tree_uses_parent_tokens_as_bigram_prev() -> None:
