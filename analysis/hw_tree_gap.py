@@ -2,9 +2,9 @@
 question, baselines/hw_tree.py): per run × model × bench × method, τ, the mean verified tree, the step's
 time split and what the size rule cut.
 
-Methods: Goose, SuffixDecoding, OPT-Tree and Token Recycling under budget=auto (`*_auto`), PLD, and hw_tree
-(fixed and auto), wherever their rows exist: the `make bench` runs under <records>/bench/<run>/ (all
-repeats pooled) and the rows of --results. Columns: τ (ratio of sums); mean verified tree = 1 + drafted
+Methods: Goose (also with a run-long table), SuffixDecoding, OPT-Tree and Token Recycling under budget=auto
+(`*_auto`), PLD, and hw_tree (fixed and auto), wherever their rows exist: the `make bench` runs under
+<records>/bench/<run>/ (all repeats pooled) and the rows of --results. Columns: τ (ratio of sums); mean verified tree = 1 + drafted
 nodes offered per step; ms per step of drafting, forward, walk and the drafter's update, and the share of
 the step outside the forward (drafting + bookkeeping); the size rule's cut: for `*_auto` rows
 (goose.engine.budget.auto_budget stats) the drafter's proposed nodes per step, the nodes cut per step and
@@ -32,6 +32,7 @@ from goose.records.results import read_rows
 DESCRIPTION = __doc__.splitlines()[0]
 GAP_METHODS = [
     "goose_auto",
+    "goose_persistent_auto",
     "suffix_auto",
     "pld",
     "opt_tree_auto",

@@ -306,18 +306,22 @@ class HwTreeDrafter(AdjacencyDrafter):
             return
         prev = self._prev_anchor if node == 0 else pool.tokens[pool.parents[node]]
         token = pool.tokens[node]
-        assert self.table is not None
-        if self.run_rows is not None and not self.table.has_row(token):
-            ids, scores = self.run_rows.successors(token, None, self.min_score)
-            source = RUN
-        else:
-            ids, scores = self.successors(token, prev)
-            source = ADJ
+        ids, scores, source = self.adjacency_row(token, prev)
         explored = source == ADJ and token in self._explored
-        for token, score in zip(ids[: self.adj_width], scores[: self.adj_width], strict=True):
-            child = pool.add(node, token, source, conf_bin(score))
+        for successor, score in zip(ids[: self.adj_width], scores[: self.adj_width], strict=True):
+            child = pool.add(node, successor, source, conf_bin(score))
             if explored and pool.masks[child] == 1 << ADJ:
                 self._from_explored.add(child)
+
+    def adjacency_row(self, token: int, prev: int | None) -> tuple[list[int], list[float], int]:
+        """The row `token`'s adjacency children are drafted from, with its source bit: this prompt's (ADJ),
+        else, for a token without one, the run's (RUN, `run_table`)."""
+        assert self.table is not None, "begin() must be called before propose()"
+        if self.run_rows is not None and not self.table.has_row(token):
+            ids, scores = self.run_rows.successors(token, None, self.min_score)
+            return ids, scores, RUN
+        ids, scores = self.successors(token, prev)
+        return ids, scores, ADJ
 
     def _gain(self, pool: CandidatePool, node: int) -> float:
         """A node whose token has no table row is worth the learnt value of a row (RowValue) past its step."""

@@ -70,8 +70,9 @@ class AnchorRecorder:
 
 
 class RowProbe:
-    """Wraps an adjacency drafter's `propose`: before each proposal, whether its table holds a row for the
-    anchor (so the anchor can have adjacency children at all), and how many tokens have a row."""
+    """Wraps an adjacency drafter's `propose`: before each proposal, whether a row is there for the anchor
+    (so the anchor can have adjacency children at all; for hw_tree this prompt's row, else the run's), whether
+    that row is the run's, and how many tokens have a row in this prompt's table."""
 
     def __init__(self, drafter: Any) -> None:
         from baselines.isotropic import prev_of_anchor
@@ -81,9 +82,12 @@ class RowProbe:
 
         def propose(committed: list[int]) -> Any:
             if drafter.table is not None:
-                ids, _ = drafter.successors(committed[-1], prev_of_anchor(committed))
+                anchor, prev = committed[-1], prev_of_anchor(committed)
+                row = getattr(drafter, "adjacency_row", None)
+                ids = row(anchor, prev)[0] if row else drafter.successors(anchor, prev)[0]
                 self.counts["probed"] += 1
                 self.counts["anchor_row"] += int(bool(ids))
+                self.counts["anchor_run_row"] += int(bool(ids) and not drafter.table.has_row(anchor))
                 self.counts["rows"] += drafter.table.num_rows
             return inner(committed)
 
@@ -173,6 +177,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "forward_speedup": res["speedup"],
             **{k: c[k] / res["steps"] for k in KINDS},
             "anchor_row_share": probes[m].counts["anchor_row"] / probed,
+            "anchor_run_row_share": probes[m].counts["anchor_run_row"] / probed,
             "table_rows": probes[m].counts["rows"] / probed,
         }
     return {
@@ -204,7 +209,8 @@ def markdown(rec: dict[str, Any]) -> str:
         "",
         *([f"hw_tree with {', '.join(rec['hw_tree_set'])}.", ""] if rec.get("hw_tree_set") else []),
         "| run | steps | τ | mean tree | Σ committed · t(1) / Σ t(tree) | context nodes a step (accepted) "
-        "| adjacency-only nodes a step (accepted) | steps whose anchor has a table row | rows in the table |",
+        "| adjacency-only nodes a step (accepted) | steps whose anchor has a table row (the run's) "
+        "| rows in the table |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for m, r in rec["runs"].items():
@@ -212,7 +218,7 @@ def markdown(rec: dict[str, Any]) -> str:
             f"| {m} | {r['steps']} | {r['tau']:.3f} | {r['tree']:.2f} | {r['forward_speedup']:.3f} "
             f"| {r['context_verified']:.2f} ({r['context_accepted']:.2f}) "
             f"| {r['adjacency_verified']:.2f} ({r['adjacency_accepted']:.2f}) "
-            f"| {r['anchor_row_share']:.1%} | {r['table_rows']:.0f} |"
+            f"| {r['anchor_row_share']:.1%} ({r.get('anchor_run_row_share', 0.0):.1%}) | {r['table_rows']:.0f} |"
         )
     lines += [
         "",

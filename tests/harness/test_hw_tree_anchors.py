@@ -52,6 +52,7 @@ def test_the_recorder_keys_each_step_by_its_anchors_place_in_the_output():
 def test_the_report_names_both_runs_and_every_cause():
     kinds = {
         "anchor_row_share": 0.5,
+        "anchor_run_row_share": 0.25,
         "table_rows": 80.0,
         "context_verified": 3.0,
         "context_accepted": 1.0,
@@ -81,7 +82,9 @@ def test_the_report_names_both_runs_and_every_cause():
         "opt_more_by_cause": dict(Counter({"absent from the pool|1": 1})),
     }
     text = markdown(rec)
-    assert "| hw_tree_auto | 3 | 2.000 | 5.00 | 1.800 | 3.00 (1.00) | 1.50 (0.25) | 50.0% | 80 |" in text
+    assert (
+        "| hw_tree_auto | 3 | 2.000 | 5.00 | 1.800 | 3.00 (1.00) | 1.50 (0.25) | 50.0% (25.0%) | 80 |" in text
+    )
     assert "| absent from the pool | 1 | 1 |" in text
     assert "hw_tree commits 2.00 tokens per step from 5.00 nodes, OPT-Tree 1.50 from 4.00" in text
 
@@ -107,4 +110,29 @@ def test_the_row_probe_counts_anchors_with_a_table_row_before_each_proposal():
     drafter.begin([1, 2, 3], logits)  # prefill harvest: rows for 1, 2, 3
     assert drafter.propose([1, 2, 3]) == "tree"  # 3 has a row
     assert drafter.propose([1, 2, 3, 9]) == "tree"  # 9 has none
-    assert probe.counts == {"probed": 2, "anchor_row": 1, "rows": 6}
+    assert probe.counts == {"probed": 2, "anchor_row": 1, "anchor_run_row": 0, "rows": 6}
+
+
+def test_the_row_probe_counts_an_anchor_that_drafts_from_the_runs_table():
+    """hw_tree's anchor 41 has no row in the second prompt's table, but the run's table has one (written
+    in the first prompt): the anchor has a row, and it is the run's."""
+    import torch
+
+    from baselines.hw_tree import HwTreeDrafter
+    from goose.engine.core.drafter import VerifyOutcome
+    from goose.engine.core.tree import BRANCH, ROOT, DraftTree
+
+    drafter = HwTreeDrafter(suffix=False)
+    drafter.begin([1, 2, 3], torch.zeros(3, 64))
+    drafter.propose([1, 2, 3])
+    logits = torch.full((2, 64), -10.0)
+    logits[0, 41] = logits[1, 50] = 10.0
+    drafter.observe(
+        DraftTree([3, 41], [-1, 0], [ROOT, BRANCH]), VerifyOutcome(logits, [41, 50], [0, 1], [41, 50])
+    )
+    drafter.end()
+    drafter.begin([7, 8, 9], torch.zeros(3, 64))
+    probe = RowProbe(drafter)
+    drafter.propose([7, 8, 9, 41])  # 41: the run's row
+    drafter.propose([7, 8, 9, 12])  # 12: no row anywhere
+    assert probe.counts == {"probed": 2, "anchor_row": 1, "anchor_run_row": 1, "rows": 0}
