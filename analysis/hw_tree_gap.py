@@ -4,9 +4,10 @@ time split and what the size rule cut.
 
 Methods: Goose (also with a run-long table), SuffixDecoding, OPT-Tree and Token Recycling under budget=auto
 (`*_auto`), PLD, and hw_tree (fixed and auto), wherever their rows exist: the `make bench` runs under
-<records>/bench/<run>/ (all repeats pooled) and the rows of --results. Columns: τ (ratio of sums); mean verified tree = 1 + drafted
-nodes offered per step; ms per step of drafting, forward, walk and the drafter's update, and the share of
-the step outside the forward (drafting + bookkeeping); the size rule's cut: for `*_auto` rows
+<records>/bench/<run>/ (all repeats pooled) and the rows of --results. Columns: τ (ratio of sums); mean
+verified tree = 1 + drafted nodes offered per step; ms per step of drafting, forward, walk and the
+drafter's update, and the share of the step outside the forward (drafting + bookkeeping); the size rule's
+cut: for `*_auto` rows
 (goose.engine.budget.auto_budget stats) the drafter's proposed nodes per step, the nodes cut per step and
 the share of steps cut to the anchor alone; for hw_tree the best-first pool per step and the nodes its
 latency rule left out; the forward against the run's latency curve (`budget_latency`, calibrated at one

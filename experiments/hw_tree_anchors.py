@@ -218,7 +218,8 @@ def markdown(rec: dict[str, Any]) -> str:
             f"| {m} | {r['steps']} | {r['tau']:.3f} | {r['tree']:.2f} | {r['forward_speedup']:.3f} "
             f"| {r['context_verified']:.2f} ({r['context_accepted']:.2f}) "
             f"| {r['adjacency_verified']:.2f} ({r['adjacency_accepted']:.2f}) "
-            f"| {r['anchor_row_share']:.1%} ({r.get('anchor_run_row_share', 0.0):.1%}) | {r['table_rows']:.0f} |"
+            f"| {r['anchor_row_share']:.1%} ({r.get('anchor_run_row_share', 0.0):.1%}) "
+            f"| {r['table_rows']:.0f} |"
         )
     lines += [
         "",

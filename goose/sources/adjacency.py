@@ -91,8 +91,9 @@ class AdjacencyTable:
 
     def __getstate__(self) -> dict:
         """Pickle (and deepcopy) only the written unigram rows and the used bigram slots: a run-long table
-        (TR, hw_tree's run table) is checkpointed after every prompt, and its V × K store is mostly unwritten.
-        Unwritten rows are never read (`successors` checks `_seen` first), so nothing observable is lost."""
+        (TR, hw_tree's run table) is checkpointed after every prompt, and its V × K store is mostly
+        unwritten. Unwritten rows are never read (`successors` checks `_seen` first), so nothing observable
+        is lost."""
         state = self.__dict__.copy()
         rows = np.flatnonzero(self._seen)
         state["_seen"] = rows

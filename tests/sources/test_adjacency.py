@@ -200,11 +200,9 @@ def test_a_pickled_table_keeps_every_row_and_carries_only_the_written_ones(use_s
     more = torch.randn(2, vocab)  # the copy goes on writing as the original does
     for t in (table, copy_):
         t.update([9, 13], more, prev_tokens=[12, 9])
-    for token in (9, 13):
+    for prev, token in ((12, 9), (9, 13)):
         assert copy_.successors(token) == table.successors(token)
-        assert copy_.successors(token, prev=12 if token == 9 else 9) == table.successors(
-            token, prev=12 if token == 9 else 9
-        )
+        assert copy_.successors(token, prev=prev) == table.successors(token, prev=prev)
 
 
 def test_update_from_tree_uses_parent_tokens_as_bigram_prev() -> None:
