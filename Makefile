@@ -9,15 +9,22 @@ FIGURES ?= figures
 # The raw records beside the rows (bench/, forward_speed/, cost_curve/); empty: the parent of RESULTS.
 RECORDS ?=
 
-# make bench: the issue's protocol (5 offline benchmarks x 20 prompts, 128 tokens, 3 repeats), rows
-# into $(BENCH_RESULTS)/<run>/repeat<k>/<model>/<bench>.jsonl (resumable: the same command goes on);
-# shrink it with e.g. `make bench BENCH_ARGS="--limit 5 --repeats 3"`.
-BENCH_RESULTS ?= results/bench
+# make bench: the canonical protocol (5 offline benchmarks x 20 prompts, 128 tokens, 3 interleaved
+# repeats, every contender's place rotated, engine AR's included), rows into
+# $(BENCH_OUT)/repeat<k>/<model>/<bench>.jsonl.xz (resumable: the same command goes on, with the same
+# code). PROTOCOL_VERSION grows when the protocol changes; the README's results block reads the newest
+# run per (model, dtype). A run of your own: `make bench BENCH_ARGS="--limit 5 --repeats 3"
+# BENCH_OUT=results/runs/bench/short`.
 THREADS ?= 2
+BENCH_MODEL ?= smollm2-135m
 BENCH_DTYPE ?= bfloat16
+PROTOCOL_VERSION ?= 2
+BENCH_OUT ?= results/protocol/$(BENCH_MODEL)-$(BENCH_DTYPE)-v$(PROTOCOL_VERSION)
+BENCH_RESULTS ?= results/runs/bench
 BENCH_ARGS ?= --limit 20 --repeats 3
-# Engine contenders besides AR (`:auto` = budget=auto): Goose and the methods beyond the paper.
-BENCH_METHODS ?= goose:auto,opt_tree:auto,suffix:auto,sam:auto,tr:auto,pld
+# Engine contenders besides AR (`:auto` = budget=auto), and transformers' (--hf: greedy, pld; "" none).
+BENCH_METHODS ?= hw_tree:auto,goose:auto,suffix:auto,pld,opt_tree:auto,tr:auto
+BENCH_HF ?= ""
 
 # make reference: the CPU-sized presets whose rows ship in results/ (sequential, so that the
 # wall-clock columns are not distorted by jobs competing for the cores); resumable.
@@ -25,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-all lint figures bench bench-sampling bench-verifiers delayed-grid cost-curve gpu-check gpu-carry reference clean-scratch
+.PHONY: install assets test test-all lint figures bench bench-sampling bench-verifiers delayed-grid cost-curve gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -49,8 +56,8 @@ figures:  ## every figure and table of the paper from what is in $(RESULTS)
 	$(PYTHON) -m analysis.make_figures --results $(RESULTS) --out $(FIGURES) $(if $(RECORDS),--records $(RECORDS))
 
 bench:  ## wall-clock, side by side in one process, through the runner: engine AR / the methods (budget=auto) / transformers generate
-	$(PYTHON) -m experiments.bench --threads $(THREADS) --dtype $(BENCH_DTYPE) --methods $(BENCH_METHODS) $(BENCH_ARGS) \
-		--out $(BENCH_RESULTS)/$(BENCH_DTYPE)
+	$(PYTHON) -m experiments.bench --model $(BENCH_MODEL) --threads $(THREADS) --dtype $(BENCH_DTYPE) \
+		--methods $(BENCH_METHODS) --hf $(BENCH_HF) $(BENCH_ARGS) --out $(BENCH_OUT)
 
 SAMPLING_TEMPERATURES ?= 0.7 1.0
 SAMPLING_METHODS ?= pld,tr,eagle2,goose,stand,goose:auto,stand:auto
@@ -65,7 +72,7 @@ bench-sampling:  ## the same side-by-side protocol at temperature > 0 (every con
 # make bench-verifiers: the matched evaluation of verifiers of sampled drafts (issue 32): STAND and the
 # layer-skip self-draft in every draft shape, each under every verifier exact on it (@verifier; auto =
 # recursive rejection sampling without replacement), side by side with AR sampling, per temperature,
-# rows into results/verifiers/<model>_T<t>; `make figures` draws figures/verifier_eval.* from them.
+# rows into results/studies/verifiers/<model>_T<t>; `make figures` draws figures/verifier_eval.* from them.
 VERIFIER_MODEL ?= smollm2-135m
 VERIFIER_TEMPERATURES ?= 0.6 1.0
 VERIFIER_ARGS ?= --dtype float32 --benches humaneval,mtbench --limit 2 --repeats 1
@@ -78,23 +85,26 @@ VERIFIER_CONTENDERS ?= stand,stand@traversal,stand_chain,stand_chain@rrs_iid,sta
 
 bench-verifiers:  ## verifiers of sampled drafts x draft shapes x drafters, side by side with AR sampling
 	for t in $(VERIFIER_TEMPERATURES); do \
-		shape=results/delayed_shape/$(VERIFIER_MODEL)_T$$t/chosen.json; \
+		shape=results/studies/delayed_shape/$(VERIFIER_MODEL)_T$$t/chosen.json; \
 		$(PYTHON) -m experiments.bench --threads $(THREADS) --model $(VERIFIER_MODEL) $(VERIFIER_ARGS) --hf "" \
 			--data-dir $(DATA_DIR) --methods $(VERIFIER_CONTENDERS) --temperature $$t \
 			$$(test -f $$shape && echo --method-overrides $$shape) \
-			--out results/verifiers/$(VERIFIER_MODEL)_T$$t || exit 1; \
+			--out results/studies/verifiers/$(VERIFIER_MODEL)_T$$t || exit 1; \
 	done
 
 # make delayed-grid: the delayed tree's (K, L1, L2) per setting (model, temperature), by measured tokens/s on
 # calibration prompts that bench-verifiers does not use (the 3rd of HumanEval and of MT-Bench), into
-# results/delayed_shape/<model>_T<t>/chosen.json, which bench-verifiers then runs.
+# results/studies/delayed_shape/<model>_T<t>/chosen.json, which bench-verifiers then runs.
 DELAYED_GRID_ARGS ?= --benches humaneval,mtbench --skip 2 --limit 1 --max-new-tokens 64 --k 2,4 --l1 1,2 --l2 2,4
 
 delayed-grid:  ## grid search of the delayed tree's (K, L1, L2) per model and temperature
 	for t in $(VERIFIER_TEMPERATURES); do \
 		$(PYTHON) -m experiments.delayed_grid --threads $(THREADS) --model $(VERIFIER_MODEL) $(DELAYED_GRID_ARGS) \
-			--data-dir $(DATA_DIR) --temperature $$t --out results/delayed_shape/$(VERIFIER_MODEL)_T$$t || exit 1; \
+			--data-dir $(DATA_DIR) --temperature $$t --out results/studies/delayed_shape/$(VERIFIER_MODEL)_T$$t || exit 1; \
 	done
+
+pack-results:  ## seal the rows under results/ into X.jsonl.xz beside X.jsonl (goose.records.seal); commit them
+	$(PYTHON) -m goose.records.seal results
 
 reference:  ## re-run (resume) the CPU presets into $(RESULTS)
 	for p in $(REFERENCE_PRESETS); do \

@@ -7,10 +7,12 @@ score covers the same prompts; tokens/s = generated tokens / wall seconds summed
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from goose.records.results import read_rows
+from goose.records.seal import results_files
 
 SHAPE_KEYS = ("K", "L1", "L2")
 
@@ -80,10 +82,11 @@ def shape_table(rows: list[dict[str, Any]], title: str) -> str:
 
 
 def write_shape_tables(grid_root: Path, out: Path) -> Path | None:
-    """figures/delayed_shape.md from every <grid_root>/<setting>/grid.jsonl; None when there is none."""
+    """figures/delayed_shape.md from every <grid_root>/<setting>/grid.jsonl (sealed or not); None when
+    there is none."""
     parts = []
-    for grid in sorted(grid_root.glob("*/grid.jsonl")):
-        rows = [json.loads(line) for line in grid.read_text().splitlines() if line.strip()]
+    for grid in results_files(grid_root, "*/grid.jsonl", recursive=False):
+        rows = read_rows(grid, migrate=False)
         table = shape_table(rows, grid.parent.name)
         if table:
             parts.append(table)

@@ -28,6 +28,7 @@ from typing import Any
 from analysis.load import BENCH_ORDER, Results, bench_name, method_name, model_name, order_key
 from analysis.projection import CostCurve
 from analysis.report import Output, Skip, cli, fmt, write_table
+from analysis.wall_clock import run_folders
 from goose.records.results import read_rows
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -148,13 +149,13 @@ def gap_table(row_sets: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> li
 
 
 def row_sets(res: Results) -> list[tuple[str, list[dict[str, Any]]]]:
-    """The `make bench` runs under <records>/bench/ (every repeat) and the rows of --results."""
+    """The `make bench` runs under the records (`analysis.wall_clock.run_folders`, every repeat) and
+    the rows of --results."""
     sets = []
-    folder = res.records_dir() / "bench"
-    for run_dir in sorted(p for p in folder.glob("*") if p.is_dir() and p.name != "legacy"):
-        rows = read_rows(run_dir)
+    for _, run_dir, _ in run_folders(res.records_dir()):
+        rows = [r for r in read_rows(run_dir) if not r.get("reference_pass")]
         if rows:
-            sets.append((f"bench/{run_dir.name}", rows))
+            sets.append((str(run_dir.relative_to(res.records_dir())), rows))
     if not res.rows.empty:
         sets.append((Path(res.source).name, res.rows.to_dict("records")))
     return sets

@@ -8,11 +8,14 @@ config, e.g. "Goose B=80"). `cells` aggregates per cell with `goose.records.metr
 τ as a ratio of sums, tokens/s, speedup over AR on the prompts both completed, p_s, p_t, their
 ratio, the lossless share.
 
-A cell is (model, bench, method, config_hash, max_new_tokens, dtype, chat_template):
-max_new_tokens, dtype and chat_template (prompts in the chat template, goose.harness.chat; rows
-without the field are raw) are part of a row's identity (`goose.records.results.CELL_FIELDS`), so
-runs of different lengths or prompt forms never pool. Comparisons (speedup, τ of several methods)
-happen inside a *setting* (model, bench, max_new_tokens, dtype, chat_template).
+A cell is (model, bench, method, config_hash, max_new_tokens, dtype, chat_template, prompt_format):
+max_new_tokens, dtype, chat_template (prompts in the chat template, goose.harness.chat; rows
+without the field are raw) and prompt_format (a base model's plain instruction format; rows without it
+had none) are part of a row's identity (`goose.records.results.CELL_FIELDS`), so runs of different
+lengths or prompt forms never pool. Comparisons (speedup, τ of several methods) happen inside a
+*setting* (model, bench, max_new_tokens, dtype, chat_template, prompt_format). Every row also gets the
+`degenerate` flags of goose.records.degenerate (computed from `output_ids` where an older row lacks them,
+before that column is dropped).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import pandas as pd
 
 from goose.harness.benchmarks import PAPER_BENCHMARKS
 from goose.method.config import GooseConfig
+from goose.records.degenerate import degenerate_fields
 from goose.records.metrics import cell_summary, per_prompt_speedups
 from goose.records.results import CELL_FIELDS, cell_key, config_hash, read_rows
 
@@ -40,10 +44,11 @@ CELL_KEYS = [
     "max_new_tokens",
     "dtype",
     "chat_template",
+    "prompt_format",
     *SAMPLING_KEYS,
     "verifier",  # sampling.verifier: not a setting key (AR, the reference of every verifier, runs as auto)
 ]
-SETTING_KEYS = ["model", "bench", "max_new_tokens", "dtype", "chat_template", *SAMPLING_KEYS]
+SETTING_KEYS = ["model", "bench", "max_new_tokens", "dtype", "chat_template", "prompt_format", *SAMPLING_KEYS]
 
 BENCH_ORDER = list(PAPER_BENCHMARKS)
 BENCH_NAMES = {
@@ -152,7 +157,8 @@ def _read(results: str | Path | Iterable[str | Path]) -> tuple[pd.DataFrame, pd.
         if key in ok:
             n_dup += 1
             continue
-        ok[key] = {k: v for k, v in r.items() if k not in _DROP}
+        flags = degenerate_fields(r) if "degenerate" not in r else {}  # rows written before the fields
+        ok[key] = {**flags, **{k: v for k, v in r.items() if k not in _DROP}}
     records = []
     for r in ok.values():
         for kind in ("offered", "accepted"):
@@ -232,17 +238,21 @@ def _label(df: pd.DataFrame) -> None:
     references = {m: reference_config(df, m) for m in df["method"].unique()}
     ref_hash = {m: config_hash(c) for m, c in references.items() if c is not None}
     chats = df["chat_template"] if "chat_template" in df else [False] * len(df)
-    for method, cfg, h, chat in zip(df["method"], df["method_config"], df["config_hash"], chats, strict=True):
+    formats = df["prompt_format"] if "prompt_format" in df else [None] * len(df)
+    for method, cfg, h, chat, form in zip(
+        df["method"], df["method_config"], df["config_hash"], chats, formats, strict=True
+    ):
         ref = references.get(method) or {}
         cfg = cfg or {}
         diff = {
             k: cfg.get(k) for k in sorted(set(cfg) & set(ref)) if _canonical(cfg[k]) != _canonical(ref[k])
         }
-        # The paper's setting is raw prompts: chat-templated rows are never the reference cells.
-        is_ref = h == ref_hash.get(method) and not bool(chat)
+        # The paper's setting is raw prompts: chat-templated or formatted rows are never the reference cells.
+        formatted = isinstance(form, str)
+        is_ref = h == ref_hash.get(method) and not bool(chat) and not formatted
         name = method_name(method)
-        if bool(chat):
-            name += " [chat]"
+        if bool(chat) or formatted:
+            name += " [chat]" if bool(chat) else " [base format]"
         elif not is_ref:
             parts = [f"{SYMBOLS.get(k, k)}={format_value(v)}" for k, v in diff.items()]
             name = f"{name} " + ", ".join(parts) if parts else f"{name} [{h}]"
@@ -268,12 +278,18 @@ def common_prompts(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(keep)
 
 
+def _group_key(key: tuple) -> tuple:
+    """A groupby key with its missing values (NaN, e.g. a row's prompt_format None) as None, so that the
+    keys of two groupbys compare equal (NaN != NaN)."""
+    return tuple(None if isinstance(v, float) and v != v else v for v in key)
+
+
 def _ar_rows(df: pd.DataFrame) -> dict[tuple, list[dict[str, Any]]]:
     """AR rows per setting (first per prompt)."""
     ar = df[df["method"] == "ar"]
     out: dict[tuple, list[dict[str, Any]]] = {}
     for key, g in ar.groupby(SETTING_KEYS, sort=False, dropna=False):
-        out[key] = list(g.drop_duplicates(["prompt_id", "sample_seed"]).to_dict("records"))
+        out[_group_key(key)] = list(g.drop_duplicates(["prompt_id", "sample_seed"]).to_dict("records"))
     return out
 
 
@@ -302,7 +318,7 @@ def cells(df: pd.DataFrame, ar_source: pd.DataFrame | None = None) -> pd.DataFra
         return pd.DataFrame(columns=CELL_KEYS + ["label", "tau", "speedup", "prompts"])
     for key, g in df.groupby(CELL_KEYS, sort=False, dropna=False):
         rows = g.to_dict("records")
-        setting = tuple(key[CELL_KEYS.index(k)] for k in SETTING_KEYS)
+        setting = _group_key(tuple(key[CELL_KEYS.index(k)] for k in SETTING_KEYS))
         ar_rows = ar.get(setting)
         s = cell_summary(rows, ar_rows)
         sp = pd.Series(per_prompt_speedups(rows, ar_rows) if ar_rows else [], dtype=float)
@@ -335,6 +351,8 @@ class Results:
     failed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CELL_FIELDS) + ["error"]))
     source: str = ""
     chat_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # prompts in the chat template
+    # prompts in a base model's plain instruction format (prompt_format; goose.harness.chat)
+    formatted_rows: pd.DataFrame = field(default_factory=pd.DataFrame)
     sampled_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # temperature > 0 (raw prompts)
     # The results root beside the rows (results/): the raw records of the measurement scripts live
     # under it (bench/, forward_speed/, cost_curve/); by default the parent of `source`.
@@ -373,20 +391,23 @@ class Results:
 def load(results: str | Path, records: str | Path | None = None) -> Results:
     """The usable rows, the failed ones and the source directory, for the scripts.
 
-    `rows` holds the paper's setting, greedy decoding of raw prompts (chat_template false,
-    temperature 0); rows whose prompts were put in a chat template are kept apart in `chat_rows`
-    and sampled rows (temperature > 0) in `sampled_rows`, so that no figure mixes prompt forms or
-    decoding modes (analysis/chat_template.py and analysis/sampling.py compare them)."""
+    `rows` holds the paper's setting, greedy decoding of raw prompts (chat_template false, no
+    prompt_format, temperature 0); rows whose prompts were put in a chat template are kept apart in
+    `chat_rows`, those in a base model's plain instruction format in `formatted_rows`, and sampled raw
+    rows (temperature > 0) in `sampled_rows`, so that no figure mixes prompt forms or decoding modes
+    (analysis/chat_template.py and analysis/sampling.py compare them)."""
     rows, failed = _read(results)
     if rows.empty:
         return Results(rows=rows, failed=failed, source=str(results), records=records)
     chat = rows["chat_template"].astype(bool)
+    formatted = rows["prompt_format"].notna()
     sampled = rows["temperature"].astype(float) > 0.0
     return Results(
-        rows=rows[~chat & ~sampled].reset_index(drop=True),
+        rows=rows[~chat & ~formatted & ~sampled].reset_index(drop=True),
         failed=failed,
         source=str(results),
         chat_rows=rows[chat].reset_index(drop=True),
-        sampled_rows=rows[sampled & ~chat].reset_index(drop=True),
+        formatted_rows=rows[formatted & ~chat].reset_index(drop=True),
+        sampled_rows=rows[sampled & ~chat & ~formatted].reset_index(drop=True),
         records=records,
     )

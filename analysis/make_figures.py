@@ -35,7 +35,9 @@ from analysis import (
     non_degradation,
     opt_tree,
     performance_targets,
+    readme_results,
     reproduction,
+    results_index,
     sampling,
     self_draft_cost,
     sensitivity,
@@ -75,7 +77,17 @@ SCRIPTS = [
     hw_tree_calibration,
     hw_tree_sizing,
     step_cost_in_run,
+    readme_results,
+    results_index,
 ]
+STUDY_FOLDERS = {  # scripts that serve one study write into its folder, as results/studies/<name>/ holds its runs
+    "hw_tree_gap": "studies/hw_tree",
+    "hw_tree_calibration": "studies/hw_tree",
+    "hw_tree_sizing": "studies/hw_tree",
+    "step_cost_in_run": "studies/hw_tree",
+    "verifier_eval": "studies/verifiers",
+    "spec_bench_table": "studies/spec_bench_v0",
+}
 
 
 INLINE_TABLE_LINES = 45  # tables up to this many lines are shown in README.md, longer ones linked
@@ -98,6 +110,13 @@ def remove_stale(out: Path, written: list[Path]) -> list[Path]:
     return removed
 
 
+def prune_empty(folder: Path, out: Path) -> None:
+    """Remove `folder` and its parents below `out` while they are empty (a study with nothing to show)."""
+    while folder != out and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
+
+
 def _doc(module) -> str:
     """The first paragraph of a script's docstring, on one line."""
     return " ".join((module.__doc__ or "").strip().split("\n\n")[0].split())
@@ -111,8 +130,12 @@ def run_all(res: Results, out: Path, log=print) -> tuple[dict[str, Output], dict
     for module in SCRIPTS:
         name = module.__name__.rsplit(".", 1)[-1]
         try:
-            outputs[name] = module.build(res, out)
+            folder = out / STUDY_FOLDERS.get(name, "")
+            folder.mkdir(parents=True, exist_ok=True)
+            outputs[name] = module.build(res, folder)
+            prune_empty(folder, out)
         except Skip as exc:
+            prune_empty(folder, out)
             skipped[name] = str(exc)
             log(f"skipped {name}: {exc}")
         except Exception as exc:  # noqa: BLE001 - report and go on with the other scripts

@@ -27,11 +27,13 @@ mix). Pure Python: no torch.
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from goose.records.results import read_rows as read_result_rows
+from goose.records.seal import results_files
 
 EXPERIMENTS = ("cpu_main", "cpu_beyond", "cpu_iso_control", "cpu_ablations")
 
@@ -99,12 +101,8 @@ class PrefillCurve:
 
 
 def read_rows(results_dir: str | Path, model: str = "smollm2-135m") -> list[dict[str, Any]]:
-    """Every row of <results_dir>/<model>/*.jsonl."""
-    rows = []
-    for path in sorted((Path(results_dir) / model).glob("*.jsonl")):
-        with path.open() as fh:
-            rows += [json.loads(line) for line in fh if line.strip()]
-    return rows
+    """Every row of <results_dir>/<model>/*.jsonl (sealed or not: `goose.records.seal`)."""
+    return read_result_rows(results_files(Path(results_dir) / model, recursive=False))
 
 
 def select_rows(rows: Iterable[Mapping[str, Any]], experiments: Sequence[str] = EXPERIMENTS) -> list[dict]:

@@ -5,10 +5,17 @@ Spec-Bench's layout, beside the leaderboard's published training-free rows (othe
 Reads the `bench=spec_bench` rows (greedy): the side-by-side `make bench` runs under results/bench/<run>/
 (`python -m experiments.bench --benches spec_bench --per-category N`; speed-up per repeat, the median over
 repeats) and the run.py rows of --results (each cell timed in its own run: the speed-up is not interleaved).
-One table per source of rows × model × prompt form (chat template or raw). A row's category comes from its
-prompt id: Spec-Bench's question ids are laid out in fixed ranges per category (SPEC_BENCH_CATEGORIES,
-data/spec_bench/question.jsonl; Spec-Bench's own speed.py splits by the same ranges). τ = Σ generated /
-Σ forward calls; speed-up = tokens/s over AR's on the prompts every listed method completed (every repeat).
+One table per source of rows × model × prompt form (chat template, a base model's plain instruction format, or
+raw). A row's category comes from its prompt id: Spec-Bench's question ids are laid out in fixed ranges per
+category (SPEC_BENCH_CATEGORIES, data/spec_bench/question.jsonl; Spec-Bench's own speed.py splits by the same
+ranges). τ = Σ generated / Σ forward calls; speed-up = tokens/s over AR's on the prompts every listed method
+completed (every repeat).
+
+Degenerate prompts: each table's notes count, per category, the prompts whose engine AR output (the
+reference every contender's output is checked against) is degenerate (goose.records.degenerate: it ran to
+max_new_tokens with more than half its 4-grams repeats; computed from `output_ids` for rows without the
+flag), and `<table>_nondegenerate` is the speed-up table again without those prompts: a loop is easy to
+draft, so a base model's loops inflate a speed-up that its answers would not show.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import yaml
 
 from analysis.load import Results, method_name, model_name
 from analysis.report import Output, Skip, cli, fmt, write_table
+from analysis.wall_clock import run_folders
+from goose.records.degenerate import row_degenerate
 from goose.records.results import read_rows
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -58,6 +67,7 @@ TABLE_METHODS = [
 NAMES = {"lookahead": "Lookahead", "rest": "REST", "logitspec": "LogitSpec", "hierarchy": "Hierarchy Drafting",
          "source_select": "Source selection", "tr": "Token Recycling"}  # fmt: skip
 COLUMNS = ["method", "bench", "prompt_id", "repeat", "generated_tokens", "forward_calls", "wall_time_s"]
+FORM = ["model", "chat_template", "prompt_format"]  # a table's model and prompt form
 
 P = TypeVar("P")
 
@@ -143,10 +153,12 @@ def plain_or_auto(df: pd.DataFrame, methods: Sequence[str]) -> tuple[pd.DataFram
 
 
 def _frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """The table's columns of `rows` (result rows as read), with each row's `degenerate` flag."""
+    columns = [*COLUMNS, *FORM, "degenerate"]
     df = pd.DataFrame.from_records(
-        [{c: r.get(c) for c in [*COLUMNS, "model", "chat_template"]} for r in rows]
+        [{**{c: r.get(c) for c in columns}, "degenerate": row_degenerate(r)} for r in rows]
     )
-    return df if not df.empty else pd.DataFrame(columns=[*COLUMNS, "model", "chat_template"])
+    return df if not df.empty else pd.DataFrame(columns=columns)
 
 
 def _one_config_per_method(df: pd.DataFrame) -> pd.DataFrame:
@@ -160,13 +172,9 @@ def _one_config_per_method(df: pd.DataFrame) -> pd.DataFrame:
 
 def row_sources(res: Results, benches: set[str]) -> Iterator[tuple[str, pd.DataFrame]]:
     """(what the rows are, their frame) per source × model × prompt form, greedy rows of `benches` only:
-    each `make bench` run under <records>/bench/, then the run.py rows of --results."""
-    bench_dir = res.records_dir() / "bench"
-    runs = (
-        sorted(p for p in bench_dir.iterdir() if p.is_dir() and p.name != "legacy")
-        if bench_dir.is_dir()
-        else []
-    )
+    each `make bench` run under the records (`analysis.wall_clock.run_folders`), then the run.py rows of
+    --results."""
+    runs = [folder for _, folder, _ in run_folders(res.records_dir())]
     for run in runs:
         rows = [
             r
@@ -177,24 +185,78 @@ def row_sources(res: Results, benches: set[str]) -> Iterator[tuple[str, pd.DataF
             and r.get("repeat") is not None
         ]
         df = _frame(rows)
-        for (model, chat), g in df.groupby(["model", "chat_template"], dropna=False, sort=True):
-            yield f"`make bench` run {run.name}, {model_name(model)}, {_form(chat)}, side by side", g
-    frames = [f for f in (res.rows, res.chat_rows) if not f.empty and "bench" in f]
+        for (model, chat, form), g in df.groupby(FORM, dropna=False, sort=True):
+            yield f"`make bench` run {run.name}, {model_name(model)}, {_form(chat, form)}, side by side", g
+    frames = [f for f in (res.rows, res.chat_rows, res.formatted_rows) if not f.empty and "bench" in f]
     if not frames:
         return
     df = pd.concat(frames, ignore_index=True)
     df = df[df["bench"].isin(benches)]
     if "repeat" in df:
         df = df[df["repeat"].isna()]  # rows of a bench run are read from its own folder above
-    keys = ["model", "chat_template", "max_new_tokens", "dtype"]
-    for (model, chat, max_new, dtype), g in df.groupby(keys, dropna=False, sort=True):
+    for column in ("prompt_format", "degenerate"):  # frames of rows written before these fields
+        df = df if column in df else df.assign(**{column: None})
+    keys = [*FORM, "max_new_tokens", "dtype"]
+    for (model, chat, form, max_new, dtype), g in df.groupby(keys, dropna=False, sort=True):
         g = _one_config_per_method(g).assign(repeat=0)
-        title = f"run.py rows, {model_name(model)}, {_form(chat)}, {dtype}, max_new_tokens {max_new}"
-        yield title + ", each cell timed in its own run", g[[*COLUMNS, "model", "chat_template"]]
+        title = f"run.py rows, {model_name(model)}, {_form(chat, form)}, {dtype}, max_new_tokens {max_new}"
+        yield title + ", each cell timed in its own run", g[[*COLUMNS, *FORM, "degenerate"]]
 
 
-def _form(chat: Any) -> str:
+def _form(chat: Any, prompt_format: Any = None) -> str:
+    """The prompt form in words: chat template, a base model's format (goose.harness.chat), raw prompts."""
+    if isinstance(prompt_format, str):
+        return f"base-model format {prompt_format!r}"
     return "chat template" if bool(chat) and chat == chat else "raw prompts"
+
+
+def degenerate_prompts(df: pd.DataFrame) -> set[tuple[str, str]] | None:
+    """(group, prompt_id) of the prompts whose AR output is degenerate in any repeat; None without AR rows
+    that say (no AR rows, or rows without output_ids)."""
+    ar = df[(df["method"] == "ar") & df["degenerate"].notna()]
+    if ar.empty:
+        return None
+    flagged = ar[ar["degenerate"].astype(bool)]
+    return set(zip(flagged["group"], flagged["prompt_id"], strict=True))
+
+
+def degenerate_line(df: pd.DataFrame, degenerate: set[tuple[str, str]] | None, groups: Sequence[str]) -> str:
+    """The note counting, per category, the prompts of the table whose AR output is degenerate."""
+    if degenerate is None:
+        return "Degenerate AR outputs: not known (no AR rows with output_ids)."
+    ar = df[df["method"] == "ar"]
+    prompts = {g: set(ar.loc[ar["group"] == g, "prompt_id"]) for g in groups}
+    prompts[OVERALL] = {p for g in groups for p in prompts[g]}
+    bad = {g: {p for gg, p in degenerate if gg == g} for g in groups}
+    bad[OVERALL] = {p for g in groups for p in bad[g]}
+    counts = ", ".join(
+        f"{CATEGORY_COLUMNS.get(g, g)} {len(bad[g] & prompts[g])}/{len(prompts[g])}"
+        for g in [*groups, OVERALL]
+    )
+    return (
+        f"Prompts whose engine AR output is degenerate (ran to max_new_tokens, > half its 4-grams repeats; "
+        f"goose.records.degenerate): {counts}; `_nondegenerate`: the speed-ups without them."
+    )
+
+
+def speed_rows(metrics: dict[tuple[str, str], dict[str, float]]) -> list[list[str]]:
+    """The speed-up table's rows of TABLE_METHODS: per category ×, then overall τ and ×."""
+    out = []
+    for m in TABLE_METHODS:
+        cell = {g: metrics.get((m, g), {}) for g in ALL}
+        out.append(
+            [display_name(m)]
+            + [fmt(cell[g].get("speedup")) for g in CATEGORY_KEYS]
+            + [fmt(cell[OVERALL].get("tau")), fmt(cell[OVERALL].get("speedup"))]
+        )
+    return out
+
+
+def prompts_line(metrics: dict[tuple[str, str], dict[str, float]]) -> str:
+    counts = {g: max((v["prompts"] for (_, gg), v in metrics.items() if gg == g), default=0) for g in ALL}
+    return "Prompts per category (every method, every repeat): " + ", ".join(
+        f"{CATEGORY_COLUMNS.get(g, g)} {counts[g]}" for g in ALL
+    )
 
 
 def leaderboard(path: Path = PAPER_VALUES) -> dict[str, Any]:
@@ -230,6 +292,7 @@ def published_rows() -> tuple[list[list[str]], list[list[str]], list[str]]:
 def build(res: Results, out: Path) -> Output:
     files, notes = [], []
     pub_speed, pub_tau, pub_notes = published_rows()
+    header = ["Method", *(CATEGORY_COLUMNS[g] for g in CATEGORY_KEYS)]
     index = 0
     for title, df in row_sources(res, {BENCH}):
         df, auto = plain_or_auto(df, TABLE_METHODS)
@@ -241,44 +304,54 @@ def build(res: Results, out: Path) -> Output:
         if not metrics:
             continue
         index += 1
-        speed_rows, tau_rows = [], []
-        for m in TABLE_METHODS:
-            cell = {g: metrics.get((m, g), {}) for g in ALL}
-            overall = cell[OVERALL]
-            speed_rows.append(
-                [display_name(m)]
-                + [fmt(cell[g].get("speedup")) for g in CATEGORY_KEYS]
-                + [fmt(overall.get("tau")), fmt(overall.get("speedup"))]
-            )
-            tau_rows.append([display_name(m)] + [fmt(cell[g].get("tau")) for g in ALL])
-        counts = {g: max((v["prompts"] for (_, gg), v in metrics.items() if gg == g), default=0) for g in ALL}
-        n_line = "Prompts per category (every method, every repeat): " + ", ".join(
-            f"{CATEGORY_COLUMNS.get(g, g)} {counts[g]}" for g in ALL
-        )
-        common = [n_line, "— : the method has no rows here (or no AR rows for a speed-up)."]
+        tau_rows = [
+            [display_name(m)] + [fmt(metrics.get((m, g), {}).get("tau")) for g in ALL] for m in TABLE_METHODS
+        ]
+        degenerate = degenerate_prompts(df)
+        common = ["— : the method has no rows here (or no AR rows for a speed-up)."]
         if auto:
             common.append(
                 "At budget=auto (its `<method>_auto` rows): " + ", ".join(map(display_name, auto)) + "."
             )
         if dropped:
             common.append(f"{dropped} rows with a prompt id outside Spec-Bench's ranges left out.")
+        counted = [prompts_line(metrics), degenerate_line(df, degenerate, CATEGORY_KEYS), *common]
         name = f"spec_bench_table_{index}"
         files += write_table(
             out,
             name,
-            ["Method", *(CATEGORY_COLUMNS[g] for g in CATEGORY_KEYS), "τ", "Overall ×"],
-            speed_rows + pub_speed,
+            [*header, "τ", "Overall ×"],
+            speed_rows(metrics) + pub_speed,
             f"Spec-Bench layout, wall-clock speed-up over AR per category, τ and overall: {title}",
-            notes=[*common, *pub_notes],
+            notes=[*counted, *pub_notes],
         )
         files += write_table(
             out,
             f"{name}_tau",
-            ["Method", *(CATEGORY_COLUMNS[g] for g in CATEGORY_KEYS), "Overall"],
+            [*header, "Overall"],
             tau_rows + pub_tau,
             f"Spec-Bench layout, τ (tokens per forward) per category: {title}",
-            notes=[*common, *pub_notes],
+            notes=[*counted, *pub_notes],
         )
+        keep = [
+            (g, p) not in (degenerate or set()) for g, p in zip(df["group"], df["prompt_id"], strict=True)
+        ]
+        clean = group_metrics(df[keep], CATEGORY_KEYS) if degenerate is not None else {}
+        if clean:
+            files += write_table(
+                out,
+                f"{name}_nondegenerate",
+                [*header, "τ", "Overall ×"],
+                speed_rows(clean) + pub_speed,
+                "Spec-Bench layout, wall-clock speed-up over AR per category, τ and overall, without the "
+                f"prompts whose AR output is degenerate: {title}",
+                notes=[
+                    prompts_line(clean),
+                    degenerate_line(df, degenerate, CATEGORY_KEYS),
+                    *common,
+                    *pub_notes,
+                ],
+            )
         notes.append(title)
     if not files:
         raise Skip(

@@ -18,6 +18,7 @@ profile's histogram, marginal and conditional rates and both means.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections.abc import Sequence
@@ -51,6 +52,8 @@ def cells(rows: Sequence[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
 def tag(setting: dict[str, Any]) -> str:
     """A folder name telling apart the cells of one (model, bench, method)."""
     form = "chat" if setting["chat_template"] else "raw"
+    if setting.get("prompt_format") is not None:  # a base model's plain format (goose.harness.chat)
+        form = f"format{hashlib.sha256(str(setting['prompt_format']).encode()).hexdigest()[:8]}"
     warp = (
         f"T{float(setting['temperature'] or 0):g}-p{float(setting['top_p']):g}-k{int(setting['top_k'] or 0)}"
     )
@@ -69,6 +72,7 @@ def cell_profile(setting: dict[str, Any], rows: list[dict[str, Any]]) -> dict[st
         "max_new_tokens": setting["max_new_tokens"],
         "dtype": setting["dtype"],
         "chat_template": bool(setting["chat_template"]),
+        "prompt_format": setting.get("prompt_format"),
         "temperature": setting["temperature"],
         "top_p": setting["top_p"],
         "top_k": setting["top_k"],

@@ -42,9 +42,9 @@ def drafter_and_shape(method: str, config: dict | None) -> tuple[str, str]:
 
 
 def sampled_rows(res: Results) -> pd.DataFrame:
-    """The matched evaluation's rows: those under <records>/verifiers where there are any, else the results'
+    """The matched evaluation's rows: those under <records>/studies/verifiers where there are any, else the results'
     own sampled rows."""
-    folder = res.records_dir() / "verifiers"
+    folder = res.records_dir() / "studies" / "verifiers"
     if folder.is_dir():
         rows = load(folder).sampled_rows
         if not rows.empty:
@@ -233,7 +233,7 @@ def build(res: Results, out: Path) -> Output:
         ],
     )
     files += _figure(g, out)
-    shapes = write_shape_tables(res.records_dir() / "delayed_shape", out)  # the delayed shape per setting
+    shapes = write_shape_tables(res.records_dir() / "studies" / "delayed_shape", out)  # the delayed shape per setting
     return Output(files + ([shapes] if shapes else []))
 
 

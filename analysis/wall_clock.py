@@ -2,10 +2,9 @@
 tokens/s over engine AR's and over transformers' prompt-lookup `generate` (hf:pld), per benchmark
 and over all prompts, median [min, max] over the interleaved repeats, one table per bench run.
 
-Reads the greedy bench runs under results/bench/: the rows `make bench` writes into
-results/bench/<run>/repeat<k>/<model>/<bench>.jsonl (one table set per <run>), and the records of
-runs made before the bench wrote rows, results/bench/legacy/bench_<run>.json (a row run of the same
-name supersedes its legacy record). Sampled runs are left to their own protocol. The ratio of a
+Reads the greedy bench runs where `run_folders` finds them: the rows `make bench` writes into
+<run>/repeat<k>/<model>/<bench>.jsonl (one table set per <run>), under results/protocol/ (the
+canonical runs, tables in figures/protocol/) and results/studies/<study>/ (figures/studies/<study>/). Sampled runs are left to their own protocol. The ratio of a
 repeat is taken within that repeat (both contenders ran interleaved on the same prompts), then
 summarised over repeats: each repeat's tokens/s per benchmark are summed from the record's
 per-prompt tokens and seconds, over the prompts every contender completed in every repeat (as the
@@ -25,6 +24,7 @@ from typing import Any
 
 from analysis.load import BENCH_ORDER, Results, bench_name
 from analysis.report import Output, Skip, cli, write_table
+from goose.records.code_state import code_states
 from goose.records.results import read_rows
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -170,6 +170,9 @@ def record_from_rows(
     for r in sorted(rows, key=lambda r: r.get("timestamp", 0)):
         environments.setdefault((int(r["repeat"]), r.get("session_id")), r)
     return {
+        "code_states": code_states(rows),
+        "mixed_code_allowed": any(r.get("allow_mixed_code") for r in rows),
+        "positions": run_positions(prompts, names),
         "args": protocol | {"repeats": len(repeats)},
         "dtype": rows[0].get("dtype"),
         "forward": rows[0].get("forward"),
@@ -191,23 +194,79 @@ def record_from_rows(
     }
 
 
+def run_positions(
+    prompts: dict[tuple[str, str], dict[int, dict[str, dict]]], names: list[str]
+) -> dict[str, list[int]]:
+    """For each contender, how many (prompt, repeat) rounds it ran in 1st, 2nd, ... place (by its rows'
+    start times): a contender that always runs first (engine AR before the protocol rotated it) shows
+    it, since running first on a prompt costs a little (its prefill warms the caches for the others)."""
+    counts = {n: [0] * len(names) for n in names}
+    for by_repeat in prompts.values():
+        for got in by_repeat.values():
+            order = sorted((r.get("timestamp") or 0.0, n) for n, r in got.items() if n in counts)
+            for place, (_, n) in enumerate(order):
+                counts[n][place] += 1
+    return counts
+
+
+def positions_note(record: dict, name: str = "engine:ar") -> str:
+    """How often `name` ran in each place, as a caption says it: "engine:ar ran 1st in 100 of 100 rounds"
+    or "engine:ar ran in places 1-7: 15/14/15/14/14/14/14 rounds"."""
+    counts = (record.get("positions") or {}).get(name)
+    if not counts or not sum(counts):
+        return ""
+    total = sum(counts)
+    if counts[0] == total:
+        return f"{name} ran 1st in all {total} rounds (not rotated)"
+    return f"{name} ran in places 1–{len(counts)}: {'/'.join(map(str, counts))} rounds"
+
+
+def code_note(record: dict) -> str:
+    """The code state(s) that wrote a record's rows; a mix is said loudly (goose.records.code_state)."""
+    states = record.get("code_states") or {}
+    if len(states) <= 1:
+        return f"code {next(iter(states), 'unknown')}"
+    listed = ", ".join(f"{s} ({n} rows)" for s, n in states.items())
+    return f"MIXED CODE: {listed}" + (" (allowed on purpose)" if record.get("mixed_code_allowed") else "")
+
+
+RUN_HOMES = (("protocol", "protocol"), ("studies", "studies"), ("bench", ""))
+"""(folder under the records, figures subfolder) where `make bench` runs live: the canonical protocol
+runs, results/protocol/<name>-v<k>/ (tables in figures/protocol/); the studies' runs,
+results/studies/<study>/.../<run>/ (figures/studies/<study>/); runs of your own, <records>/bench/<run>/."""
+
+
+def run_folders(records: Path) -> list[tuple[str, Path, str]]:
+    """(name, folder, figures subfolder) of every `make bench` run (a folder holding repeat0/) under
+    `records`, by RUN_HOMES."""
+    found = []
+    for home, figures in RUN_HOMES:
+        base = records / home
+        for repeat0 in sorted(base.rglob("repeat0")) if base.is_dir() else []:
+            folder = repeat0.parent
+            sub = f"{figures}/{folder.relative_to(base).parts[0]}" if home == "studies" else figures
+            found.append((folder.name, folder, sub))
+    return found
+
+
 def bench_records(records: Path) -> list[tuple[str, dict]]:
-    """(name, record) of every greedy `make bench` run under `records`/bench: the row runs
-    (<run>/repeat<k>/...) and the legacy JSON records (legacy/bench_<run>.json), by name; a row run
-    supersedes the legacy record of its name."""
-    folder = records / "bench"
+    """(name, record) of every greedy `make bench` run under `records` (`run_folders`), each record
+    with its `source` (the folder under the records) and `figures` (the subfolder its tables go to);
+    and the JSON records of runs made before the bench wrote rows, <records>/bench/legacy/bench_<run>.json
+    (a row run supersedes the record of its name)."""
     found: dict[str, dict] = {}
-    for path in sorted((folder / "legacy").glob("bench_*.json")):
+    for path in sorted((records / "bench" / "legacy").glob("bench_*.json")):
         data = json.loads(path.read_text())
         if "summary" in data:
             found[path.stem.removeprefix("bench_")] = data | {"source": f"bench/legacy/{path.name}"}
-    for run_dir in sorted(p for p in folder.glob("*") if p.is_dir() and p.name != "legacy"):
+    for name, run_dir, figures in run_folders(records):
         rows = read_rows(run_dir)
         if rows:
             floor_file = run_dir / "hardware_floor.json"
             floor = json.loads(floor_file.read_text()) if floor_file.is_file() else None
-            found[run_dir.name] = record_from_rows(rows, run_dir.name, floor) | {
-                "source": f"bench/{run_dir.name}"
+            found[name] = record_from_rows(rows, name, floor) | {
+                "source": str(run_dir.relative_to(records)),
+                "figures": figures,
             }
     return [
         (name, data)
@@ -252,33 +311,35 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
     template = {"true": "chat template", "auto": "chat template where the model has one"}.get(
         str(args.get("chat_template")).lower(), "raw prompts"
     )
+    order = "; ".join(filter(None, [positions_note(data), code_note(data)]))
     protocol = (
         f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, {prompts}, "
         f"{args.get('max_new_tokens')} new tokens, {template}; {machine(data)} with "
-        f"{args.get('threads')} threads{forward} (`{data.get('source', name)}`)"
+        f"{args.get('threads')} threads{forward} (`{data.get('source', name)}`); {order}"
     )
     out = []
     for baseline in BASELINES:
         if baseline not in overall:
             continue
         caption = (
-            f"Tokens/s over {baseline}, median [min, max] over {args.get('repeats')} interleaved repeats: "
-            + protocol
+            f"Tokens/s over {baseline}, median [min, max] over {args.get('repeats')} interleaved repeats; "
+            f"{RATIO_NOTE}: " + protocol
         )
-        header = ["contender", *[bench_name(b) for b in benches], "all prompts"]
-        rows = ratio_rows(overall, per_bench, baseline)
+        header = ["contender", *[bench_name(b) for b in benches], "all prompts", "per-prompt mean"]
+        rows = ratio_rows(overall, per_bench, baseline, prompt_mean_ratios(data, baseline))
         out.append((f"wall_clock_{name}_vs_{baseline.replace(':', '_')}", header, rows, caption))
     same = same_text(data)
     if same is not None:
         overall, per_bench = per_repeat_tokens_per_s(same)
         counts = Counter(p["bench"] for p in same["per_prompt"])
         header = ["contender", *[f"{bench_name(b)} (n = {counts[b]})" for b in per_bench], "all prompts"]
+        header += ["per-prompt mean"]
         caption = (
             "Tokens/s over engine:ar on the prompts where every contender's output is engine:ar's (first "
             "repeat), so that all of them generate the same text there; median [min, max] over "
-            f"{args.get('repeats')} interleaved repeats: {protocol}"
+            f"{args.get('repeats')} interleaved repeats; {RATIO_NOTE}: {protocol}"
         )
-        rows = ratio_rows(overall, per_bench, "engine:ar")
+        rows = ratio_rows(overall, per_bench, "engine:ar", prompt_mean_ratios(same, "engine:ar"))
         out.append((f"wall_clock_{name}_same_text_vs_engine_ar", header, rows, caption))
     identical = identity_rows(data)
     if identical:
@@ -296,15 +357,49 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
 
 
 def ratio_rows(
-    overall: dict[str, list[float]], per_bench: dict[str, dict[str, list[float]]], baseline: str
+    overall: dict[str, list[float]],
+    per_bench: dict[str, dict[str, list[float]]],
+    baseline: str,
+    prompt_means: dict[str, list[float]] | None = None,
 ) -> list[list[str]]:
-    """One row per contender but `baseline`: its tokens/s over the baseline's per benchmark and overall."""
+    """One row per contender but `baseline`: its tokens/s over the baseline's per benchmark and overall
+    (token-weighted), and where given the per-prompt mean ratio over all prompts."""
     return [
         [contender, *[spread(ratios(per_bench[b], contender, baseline)) for b in per_bench]]
         + [spread(ratios(overall, contender, baseline))]
+        + ([spread(prompt_means[contender])] if prompt_means and prompt_means.get(contender) else [])
         for contender in overall
         if contender != baseline
     ]
+
+
+RATIO_NOTE = (
+    "a ratio is token-weighted (Σ tokens / Σ seconds of the contender over the baseline's, per repeat), "
+    "the last column the mean over prompts of each prompt's tokens/s ratio"
+)
+
+
+def prompt_mean_ratios(record: dict, baseline: str) -> dict[str, list[float]]:
+    """Per repeat, the mean over the prompts every contender completed of each prompt's tokens/s over
+    `baseline`'s: every prompt weighs alike, where the token-weighted ratio lets long outputs weigh more."""
+    names = list(record["summary"]["tokens_per_s"])
+    prompts = record["per_prompt"]
+    repeats = range(len(prompts[0]["runs"])) if prompts else range(0)
+    done = [p for p in prompts if all(p["runs"][r].get(n) is not None for r in repeats for n in names)]
+    if baseline not in names or not done:
+        return {}
+
+    def rate(run: dict) -> float:
+        return run["tokens"] / run["seconds"] if run["seconds"] else float("nan")
+
+    return {
+        n: [
+            statistics.fmean(rate(p["runs"][r][n]) / rate(p["runs"][r][baseline]) for p in done)
+            for r in repeats
+        ]
+        for n in names
+        if n != baseline
+    }
 
 
 def same_text(record: dict) -> dict | None:
@@ -334,8 +429,10 @@ def build(res: Results, out: Path) -> Output:
         raise Skip(f"no greedy `make bench` run in {res.records_dir() / 'bench'}")
     output = Output()
     for name, data in records:
+        folder = out / data.get("figures", "")
+        folder.mkdir(parents=True, exist_ok=True)
         for stem, header, rows, caption in tables(name, data):
-            output.files += write_table(out, stem, header, rows, caption)
+            output.files += write_table(folder, stem, header, rows, caption)
         for baseline in BASELINES:
             if baseline not in data["summary"]["tokens_per_s"]:
                 output.notes.append(f"{name}: no {baseline} contender, no table over it")

@@ -21,10 +21,13 @@ has no repeat: a repeat is a re-run of the same cells), each row carrying `exper
 ("bench:<out folder name>"), `repeat` and `bench_protocol` (the arguments and contenders).
 
 Protocol: warm-up first (every contender once on a short prompt, untimed, with throw-away
-drafters); then `--repeats` rounds, each running every contender on every prompt, prompt by
-prompt: engine AR first (the reference each other contender's output is checked against, near-tie
-verdicts included, as in any `run.py` cell), then the others in an order that rotates from prompt
-to prompt, so that drifts of the machine's speed hit all contenders alike. One drafter object per
+drafters); then a reference pass (engine AR once on every prompt, rows in <out>/reference/ that no
+table times: the output each contender's is checked against, near-tie verdicts included, as in any
+`run.py` cell); then `--repeats` rounds, each running every contender on every prompt, prompt by
+prompt, in an order that rotates from prompt to prompt with engine AR among them, so that drifts of
+the machine's speed, and the cost of running first, hit all contenders alike. A run's rows are of
+one code state (`goose.records.code_state`): resuming <out> with rows of other code refuses unless
+`--allow-mixed-code`, which every row then records; at the end the rows are sealed (.jsonl.xz). One drafter object per
 contender lives across the prompts of one results file (a repeat's benchmark), as in a `run.py` cell,
 and every file starts from a fresh one: a repeat re-runs the same prompts, and a drafter that kept what
 it learnt from them (a run-long table, learnt rates) would speculate on texts it has already seen,
@@ -43,7 +46,7 @@ same settings and the runner's seeds (`SamplingPlan(seed)`: one sample per promp
 `--method-overrides FILE` applies Hydra overrides to a method's contenders, e.g. the delayed tree's
 (K, L1, L2) that experiments.delayed_grid chose for the setting (its chosen.json).
 
-    python -m experiments.bench --threads 2 --dtype bfloat16 --out results/bench/bfloat16
+    python -m experiments.bench --threads 2 --dtype bfloat16 --out results/runs/bench/bfloat16
     python -m experiments.bench --benches spec_bench --per-category 10 --chat-template auto \
         --methods pld,tr,suffix,logitspec,hierarchy,source_select,goose     # the Spec-Bench table
 """
@@ -61,7 +64,7 @@ import json  # noqa: E402
 import shutil  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
+from dataclasses import dataclass, field, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -74,7 +77,7 @@ from analysis.wall_clock import contender_name, print_record, record_from_rows  
 from goose.engine.budget.cost_model import LatencyTable  # noqa: E402
 from goose.engine.budget.hardware_limit import measure_floor  # noqa: E402
 from goose.engine.core.decode import generate  # noqa: E402
-from goose.engine.core.drafter import Drafter  # noqa: E402
+from goose.engine.core.drafter import ARDrafter, Drafter  # noqa: E402
 from goose.engine.core.sampling import SamplingParams, derive_seed  # noqa: E402
 from goose.engine.core.verifier import VerificationEngine, sync_clock  # noqa: E402
 from goose.harness.benchmarks import PAPER_BENCHMARKS  # noqa: E402
@@ -91,21 +94,26 @@ from goose.harness.compose import (  # noqa: E402
 from goose.harness.job import auto_budget  # noqa: E402
 from goose.harness.models import LoadedModel  # noqa: E402
 from goose.harness.runner import Cell, SamplingPlan, environment, run_cell  # noqa: E402
+from goose.records.code_state import MixedCodeError, check_one_code_state, code_state  # noqa: E402
 from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields  # noqa: E402
 from goose.records.results import append_row, cell_key, read_rows, results_path  # noqa: E402
+from goose.records.seal import seal_tree  # noqa: E402
 from goose.validation import check_int_list  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = "engine:ar"
+REFERENCE_FOLDER = "reference"
 LATENCY_FILE = "budget_latency.json"
 HF_CONTENDERS = ("greedy", "pld")
 HF_KWARGS = {"greedy": {}, "pld": {"prompt_lookup_num_tokens": 10}}
 
 
 # ------------------------------------------------------------------------------------ loading
-def method_factory(name: str, overrides: Sequence[str] = ()) -> Callable[[], Drafter]:
-    """A factory of the drafter of conf/method/<name>.yaml (validated)."""
-    return drafter_factory(compose_config([f"method={name}", *overrides]))
+def method_factory(name: str, overrides: Sequence[str] = (), *, model: str) -> Callable[[], Drafter]:
+    """A factory of the drafter of conf/method/<name>.yaml (validated), composed with conf/model/<model>.yaml:
+    a method's config may interpolate the model's (REST's `datastore: mbpp_nontest.${model.name}`), and
+    one composed without it would get the default model's values, another tokenizer's datastore."""
+    return drafter_factory(compose_config([f"model={model}", f"method={name}", *overrides]))
 
 
 def model_and_engine(
@@ -184,11 +192,11 @@ def contender_verifier(contender: str) -> str:
 
 
 def check_contenders(
-    contenders: Sequence[str], sampling: SamplingParams, overrides: dict[str, list[str]]
+    contenders: Sequence[str], sampling: SamplingParams, overrides: dict[str, list[str]], *, model: str
 ) -> None:
-    """Every engine contender's config composed as it will run, before any model loads: its method's
-    --method-overrides, and its `@verifier`, which must apply to the drafts at this temperature (the check
-    `run.py` makes, goose.harness.compose.check_drafter_verifier). UserError names what is wrong."""
+    """Every engine contender's config composed as it will run, with `model`, before any model loads: its
+    method's --method-overrides, and its `@verifier`, which must apply to the drafts at this temperature (the
+    check `run.py` makes, goose.harness.compose.check_drafter_verifier). UserError names what is wrong."""
     for name in contenders:
         if not name.startswith("engine:"):
             continue
@@ -203,7 +211,7 @@ def check_contenders(
                 f"sampling.top_k={sampling.top_k}",
             ]
         if extra:
-            method_factory(method, extra)
+            method_factory(method, extra, model=model)
 
 
 def hf_name(contender: str, greedy: bool) -> str:
@@ -214,7 +222,9 @@ def hf_name(contender: str, greedy: bool) -> str:
 @dataclass
 class Setting:
     """What every contender's rows share: the engine, the model's label and dtype, the sampling,
-    where the rows of each repeat go and the fields every row carries."""
+    where the rows of each repeat go, the fields every row carries, the reference pass's AR rows by
+    cell key (what each contender's output is checked against, whatever its position) and whether
+    this run may add rows to files other code wrote."""
 
     engine: VerificationEngine
     tokenizer: Any
@@ -225,6 +235,8 @@ class Setting:
     plan: SamplingPlan
     out: Path
     extra: dict[str, Any]
+    references: dict[tuple, dict[str, Any]] = field(default_factory=dict)
+    allow_mixed_code: bool = False
 
     def results_file(self, repeat: int, bench: str) -> Path:
         return results_path(self.out / f"repeat{repeat}", self.model, bench)
@@ -282,6 +294,8 @@ def engine_contender(method: str, make: Callable[[], Drafter], verifier: str = "
             log=_quiet,
             progress=False,
             plan=setting.plan,
+            references=setting.references,
+            allow_mixed_code=setting.allow_mixed_code,
         )
         return next(
             r
@@ -318,11 +332,12 @@ def hf_contender(model: Any, eos: list[int], method: str, **generate_kwargs: Any
         sample_seed, seed = _sequence_seed(setting.plan, setting.sampling, p.prompt_id)
         sample = {"prompt_id": p.prompt.prompt_id, "sample_seed": sample_seed}
         on_disk = {
-            cell_key(r): r for r in (read_rows(path) if path.exists() else []) if r.get("status") == "ok"
+            cell_key(r): r for r in read_rows(path) if r.get("status") == "ok"
         }
         if (key := cell_key({**cell.row_base(), **sample})) in on_disk:
             return on_disk[key]
-        reference = on_disk.get(cell_key({**setting.cell(p, "ar", {}).row_base(), **sample}))
+        ar_key = cell_key({**setting.cell(p, "ar", {}).row_base(), **sample})
+        reference = on_disk.get(ar_key) or setting.references.get(ar_key)
         sampling = setting.sampling
         kwargs = dict(generate_kwargs)
         if sampling.greedy:
@@ -387,6 +402,39 @@ def _lossless(
     from goose.harness.runner import lossless_fields
 
     return lossless_fields(setting.engine, p.ids, output, reference["output_ids"], setting.sampling, seed)
+
+
+def rotated(names: Sequence[str], shift: int) -> list[str]:
+    """The contenders in the order they run on a prompt: `names` rotated left by `shift`, engine AR
+    included, so that over a run every contender (the reference of every ratio too) runs at every
+    position about equally often and drifts of the machine's speed hit all alike."""
+    k = shift % max(1, len(names))
+    return [*names[k:], *names[:k]]
+
+
+def reference_pass(setting: Setting, by_bench: list[list[BenchPrompt]]) -> dict[tuple, dict[str, Any]]:
+    """Engine AR once on every prompt before the timed rounds: the output each contender's is checked
+    against (near-tie verdicts included) whatever its position in a round, so that engine AR rotates
+    like the others. Rows go to <out>/reference/ with `repeat` None: no table times them. Returns them
+    by cell key (resumed like any cell)."""
+    references: dict[tuple, dict[str, Any]] = {}
+    for bench_prompts in by_bench:
+        first = bench_prompts[0]
+        rows = run_cell(
+            setting.engine,
+            setting.tokenizer,
+            [q.prompt for q in bench_prompts],
+            setting.cell(first, "ar", ARDrafter().config()),
+            ARDrafter,
+            results_path(setting.out / REFERENCE_FOLDER, setting.model, first.bench),
+            extra={**setting.extra, "repeat": None, "bench_source": first.source, "reference_pass": True},
+            log=_quiet,
+            progress=False,
+            plan=setting.plan,
+            allow_mixed_code=setting.allow_mixed_code,
+        )
+        references |= {cell_key(r): r for r in rows if r.get("status") == "ok"}
+    return references
 
 
 # ------------------------------------------------------------------------------------ driver
@@ -470,9 +518,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out",
         default=None,
         help="where the rows go (<out>/repeat<k>/<model>/<bench>.jsonl); default "
-        "results/bench/<model>[_<dtype>]",
+        "results/runs/bench/<model>[_<dtype>]",
     )
     ap.add_argument("--fresh", action="store_true", help="delete <out> first instead of resuming it")
+    ap.add_argument(
+        "--allow-mixed-code",
+        action="store_true",
+        help="resume <out> although rows of other code (another commit, other local changes) are in it; "
+        "every row written records it and the tables list the code states",
+    )
     ap.add_argument(
         "--show-partial",
         action="store_true",
@@ -493,10 +547,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     try:
         args.contenders = contender_names(args.methods, args.hf, args.sampling.greedy)
         args.overrides = read_method_overrides(args.method_overrides)
-        check_contenders(args.contenders, args.sampling, args.overrides)
+        check_contenders(args.contenders, args.sampling, args.overrides, model=args.model)
     except (ValueError, UserError) as exc:
         ap.error(str(exc))
-    args.out = Path(args.out or ROOT / "results" / "bench" / "_".join(filter(None, [args.model, args.dtype])))
+    args.out = Path(args.out or ROOT / "results" / "runs" / "bench" / "_".join(filter(None, [args.model, args.dtype])))
     return args
 
 
@@ -564,7 +618,7 @@ def build_contenders(
             continue
         verifier = contender_verifier(name)
         base = method.removesuffix("_auto")
-        make = method_factory(base, args.overrides.get(base, ()))
+        make = method_factory(base, args.overrides.get(base, ()), model=args.model)
         if method.endswith("_auto"):
             make, latency_record = auto_budget(make, engine, profile, args.latency_kv, args.in_run_cost)
             if profile is None:  # a resume drafts with the same curve
@@ -615,6 +669,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return show_partial(out)
     if args.fresh and out.exists():
         shutil.rmtree(out)
+    try:  # before any model loads: one code state per run unless mixing is asked for
+        check_one_code_state(
+            read_rows(out) if out.is_dir() else [], code_state(), str(out), args.allow_mixed_code
+        )
+    except MixedCodeError as exc:
+        raise SystemExit(f"experiments.bench: {exc}") from None
     if args.threads:
         torch.set_num_threads(args.threads)
     loaded, engine = model_and_engine(args.model, args.dtype, args.prepack, args.compile)
@@ -632,8 +692,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     names = list(measured)
     provenance = dict(loaded.provenance)
     model_label = provenance.pop("model_label", args.model)
-    protocol = {k: v for k, v in vars(args).items() if k not in ("sampling", "out", "fresh", "show_partial")}
+    skip = ("sampling", "out", "fresh", "show_partial", "allow_mixed_code")
+    protocol = {k: v for k, v in vars(args).items() if k not in skip}
     extra = {
+        **({"allow_mixed_code": True} if args.allow_mixed_code else {}),
         "experiment": f"bench:{out.name}",
         "bench_protocol": protocol | {"threads": torch.get_num_threads()},
         "forward": engine.forward_name,
@@ -650,11 +712,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         SamplingPlan(args.seed),
         out,
         extra,
+        allow_mixed_code=args.allow_mixed_code,
     )
     for fn in warm.values():  # untimed warm-up of every code path, nothing recorded
         fn(prompts[0].ids[:64])
     by_bench = [bench_prompts for b in benches if (bench_prompts := [p for p in prompts if p.bench == b])]
-    others = [n for n in names if n != REFERENCE]
+    setting.references = reference_pass(setting, by_bench)
     for rep in range(args.repeats):
         t_rep = time.perf_counter()
         bar = tqdm(total=len(prompts), desc=f"repeat {rep + 1}/{args.repeats}", unit="prompt", mininterval=30)
@@ -662,13 +725,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for bench_prompts in by_bench:
             segment: Segment = (rep, bench_prompts)
             for i in range(len(bench_prompts)):
-                shift = (k + rep) % max(1, len(others))
-                for name in [REFERENCE, *others[shift:], *others[:shift]]:
+                for name in rotated(names, k + rep):
                     measured[name](setting, segment, i)
                 k += 1
                 bar.update()  # between prompts, outside every timed call
         bar.close()
         print(f"repeat {rep + 1}/{args.repeats}: {time.perf_counter() - t_rep:.0f} s")
+    seal_tree(out)
     rows = read_rows(out)
     floor = hardware_floor(engine, rows, args.max_new_tokens)
     if floor:

@@ -60,6 +60,7 @@ METHODS = ("goose", "iso3", "iso5")
 ABLATIONS = ("goose_no_spine_branches", "goose_no_bigram", "goose_no_consensus", "goose_no_prefill")
 MAX_NEW_TOKENS = 128
 LIMIT = 20
+MODEL = "smollm2-135m"  # the official counters' model: every config here is composed with it
 # Flags that cannot change an isotropic tree (it has no spine, no chain extension, no ρ).
 GOOSE_ONLY = ("largest_remainder_split", "cut_extension_at_limit", "spine_cap", "rho0_spine_floor")
 # The official DecodeStats counters compared after forward_calls, in this order.
@@ -99,7 +100,9 @@ def reference_prompts(
     the conf/bench templates (GSM8K: "Question: {question}\\n\\nAnswer: Let me solve step by step.\\n")."""
     out = []
     for bench in benches:
-        cfg = compose_config([f"bench={bench}", f"bench.limit={limit}", "bench.chat_template=false"])
+        cfg = compose_config(
+            [f"model={MODEL}", f"bench={bench}", f"bench.limit={limit}", "bench.chat_template=false"]
+        )
         _, prompts, _ = benchmark_prompts(cfg, limit)
         for p in prompts:
             out.append((bench, official_task_id(bench, p.prompt_id), encode_prompt(tokenizer, p.text, False)))
@@ -109,7 +112,7 @@ def reference_prompts(
 def make_drafter(method: str, compat: str, rules: CompatRules | None = None):
     """The configured drafter of conf/method/<method>.yaml (validated) at `compat`, with `rules`
     replacing its compat rules if given (before any prompt, so the table is built to match)."""
-    cfg = compose_config(["model=smollm2-135m", f"method={method}", f"method.drafter.compat={compat}"])
+    cfg = compose_config([f"model={MODEL}", f"method={method}", f"method.drafter.compat={compat}"])
     drafter = drafter_factory(cfg)()
     if rules is not None:
         drafter.rules = rules
@@ -281,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             and not (m.startswith("iso") and name.removeprefix("authors-") in GOOSE_ONLY)
         ]
         if todo and loaded is None:
-            cfg = compose_config(["model=smollm2-135m"])
+            cfg = compose_config([f"model={MODEL}"])
             from omegaconf import OmegaConf
 
             loaded = load_model(**OmegaConf.to_container(cfg.model, resolve=True))

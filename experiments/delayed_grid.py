@@ -13,7 +13,7 @@ the best shape per method is written to `<out>/chosen.json`, which `experiments.
 (and `make bench-verifiers`) reads, and every run is a row in `<out>/grid.jsonl`.
 
     python -m experiments.delayed_grid --model smollm2-135m --temperature 1.0 \
-        --out results/delayed_shape/smollm2-135m_T1.0
+        --out results/studies/delayed_shape/smollm2-135m_T1.0
 
 The same command resumes: (method, shape, prompt) runs already in grid.jsonl are not run again.
 """
@@ -40,6 +40,7 @@ from goose.engine.core.decode import generate  # noqa: E402
 from goose.engine.core.sampling import SamplingParams, derive_seed  # noqa: E402
 from goose.harness.compose import UserError, compose_config  # noqa: E402
 from goose.harness.rows import environment  # noqa: E402
+from goose.records.results import append_line, read_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,9 +48,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SHAPE_FIELDS = (("num_paths", "trunk_len", "path_len"), ("paths", "trunk", "path_length"))
 
 
-def shape_fields(method: str) -> tuple[str, str, str]:
-    """The fields holding K, L1, L2 in conf/method/<method>.yaml, whose drafter must draft a delayed tree."""
-    drafter = compose_config([f"method={method}"]).method.drafter
+def shape_fields(method: str, model: str) -> tuple[str, str, str]:
+    """The fields holding K, L1, L2 in conf/method/<method>.yaml (composed with conf/model/<model>.yaml, which
+    its values may interpolate), whose drafter must draft a delayed tree."""
+    drafter = compose_config([f"model={model}", f"method={method}"]).method.drafter
     fields = next((f for f in SHAPE_FIELDS if all(k in drafter for k in f)), None)
     if drafter.get("shape") != "delayed" or fields is None:
         raise UserError(
@@ -98,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parse_ints(args.l1, "--l1", 0),
             parse_ints(args.l2, "--l2", 1),
         )
-        args.fields = {m: shape_fields(m) for m in args.methods}
+        args.fields = {m: shape_fields(m, args.model) for m in args.methods}
     except (ValueError, UserError) as exc:
         ap.error(str(exc))
     args.grid = list(itertools.product(k, l1, l2))
@@ -107,9 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def read_grid(path: Path) -> list[dict[str, Any]]:
-    return (
-        [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-    )
+    """The runs in grid.jsonl so far (sealed or not: `goose.records.seal`), as written (not result rows)."""
+    return read_rows(path, migrate=False)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -125,14 +126,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not prompts:
         raise SystemExit(f"experiments.delayed_grid: no prompt left after --skip {args.skip}")
     sampling = SamplingParams(args.temperature)
-    contenders: dict[tuple[str, tuple[int, ...]], Any] = {("ar", ()): method_factory("ar")()}
+    contenders: dict[tuple[str, tuple[int, ...]], Any] = {
+        ("ar", ()): method_factory("ar", model=args.model)()
+    }
     for method in args.methods:
         for shape in args.grid:
             contenders[(method, shape)] = method_factory(
-                method, shape_overrides(args.fields[method], shape)
+                method, shape_overrides(args.fields[method], shape), model=args.model
             )()
     for method in ["ar", *args.methods]:  # untimed warm-up of each code path, with throw-away drafters
-        generate(engine, method_factory(method)(), prompts[0].ids[:64], 8, sampling=sampling)
+        generate(
+            engine, method_factory(method, model=args.model)(), prompts[0].ids[:64], 8, sampling=sampling
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     grid_file = args.out / "grid.jsonl"
     done = {(r["method"], tuple(r["shape"]), r["bench"], r["prompt_id"]) for r in read_grid(grid_file)}
@@ -167,8 +172,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "versions": env["versions"],
                 "git_commit": env["git_commit"],
             }
-            with grid_file.open("a") as f:
-                f.write(json.dumps(row) + "\n")
+            append_line(grid_file, (json.dumps(row) + "\n").encode())
         print(f"prompt {k + 1}/{len(prompts)} ({p.bench}/{p.prompt_id}) done")
     rows = [r for r in read_grid(grid_file) if r["temperature"] == args.temperature]
     chosen = choose_shapes(rows)

@@ -86,6 +86,7 @@ from goose.harness.random_models import load_shape, random_model  # noqa: E402
 from goose.harness.run_state import write_text_atomically  # noqa: E402
 from goose.harness.runner import environment  # noqa: E402
 from goose.records.results import read_rows as read_result_rows  # noqa: E402
+from goose.records.seal import copy_results_file, results_files  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("tests", "usedby", "timing", "lossless", "projection", "figures")
@@ -305,10 +306,10 @@ def stage_usedby(profile: Profile, work: Path, out: Path, data_dir: str, tokeniz
         "seconds": time.perf_counter() - t0,
         "output_tail": (proc.stdout[-3000:] + proc.stderr[-2000:]),
     }
-    files = sorted(run_dir.glob("*/mtbench.jsonl"))
+    files = results_files(run_dir, "*/mtbench.jsonl", recursive=False)
     if not files:
         return result
-    shutil.copy(files[0], out / "usedby_mtbench.jsonl")
+    copy_results_file(files[0], out / "usedby_mtbench.jsonl")
     rows = [r for r in read_result_rows(files[0].parent.parent) if r.get("bench") == "mtbench"]
     ar = [r for r in rows if r["method"] == "ar"]
     methods = sorted({r["method"] for r in rows})

@@ -2,7 +2,7 @@
 curves. A projection, not a measurement.
 
     python -m experiments.gpu_cost_replay --model smollm2-135m --benches humaneval,gsm8k,mtbench --limit 3 \
-        --max-new-tokens 128 --threads 1 --out results/gpu_cost_replay
+        --max-new-tokens 128 --threads 1 --out results/studies/hw_tree/gpu_cost_replay
 
 Recording (greedy, T = 0): every method of --methods at its configured budget, and hw_tree
 (baselines/hw_tree.py; `--hw-tree-set FIELD=VALUE` changes its config, e.g. a wider adjacency) once per
@@ -25,7 +25,8 @@ curve, marked as such. Curves: this machine's (calibrated at recording), the com
 CUDA graphs, KV 512) and Sequoia's published profile t(8)/t(1) = 1.2, t(16)/t(1) = 1.4, t(32)/t(1) = 1.8
 (arXiv 2402.12374; linear between and beyond). Assumed: the larger target accepts what SmolLM2 accepted,
 step for step, along the recorded trajectory; drafting costs nothing on the GPU host. Writes
-<out>/replay.json (the recording) and <out>/projection.{json,md}.
+<out>/replay.json.xz (the recording, xz-compressed; a plain replay.json is read too) and
+<out>/projection.{json,md}.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 
 from analysis.projection import CostCurve
 from baselines.hw_tree_pool import best_size, expected_committed
+from goose.records.seal import read_json, write_json_xz
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_RECORDS = sorted((ROOT / "results" / "gpu").glob("*/gpu_check.json"))  # one per GPU
@@ -270,8 +272,9 @@ def record(args: argparse.Namespace, gpu_records: Sequence[Path]) -> dict[str, A
         loaded.tokenizer, args.model, args.benches.split(","), args.limit, args.data_dir, "auto"
     )
     methods = [m for m in args.methods.split(",") if m and m != HW_TREE]
-    drafters = {m: method_factory(m)() for m in methods}  # one per method across prompts, as in a run
-    make_hw = method_factory(HW_TREE, [f"method.drafter.{o}" for o in args.hw_tree_set])  # composed once
+    drafters = {m: method_factory(m, model=args.model)() for m in methods}  # one per method across prompts
+    hw_set = [f"method.drafter.{o}" for o in args.hw_tree_set]
+    make_hw = method_factory(HW_TREE, hw_set, model=args.model)  # composed once
     hw_by_curve = {}  # one hw_tree per curve across prompts, sized by that curve
     for name, t in curves.items():
         hw = make_hw()
@@ -343,8 +346,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="a make gpu-check record (repeatable; default: every results/gpu/*/gpu_check.json)",
     )
-    ap.add_argument("--out", default="results/gpu_cost_replay")
-    ap.add_argument("--replay-only", action="store_true", help="project <out>/replay.json again")
+    ap.add_argument("--out", default="results/studies/hw_tree/gpu_cost_replay")
+    ap.add_argument("--replay-only", action="store_true", help="project <out>/replay.json(.xz) again")
     return ap.parse_args(argv)
 
 
@@ -357,10 +360,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.replay_only:
-        rec = json.loads((out / "replay.json").read_text())
+        rec = read_json(out / "replay.json")
     else:
         rec = record(args, records)
-        (out / "replay.json").write_text(json.dumps(rec))
+        write_json_xz(out / "replay.json", rec)
     table = project(rec, standard_curves(rec.get("cpu_curve"), records))
     (out / "projection.json").write_text(json.dumps(table, indent=1))
     text = markdown(table, rec)

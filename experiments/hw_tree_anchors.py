@@ -2,7 +2,7 @@
 on the same prompts. A projection of which nodes each verifies, not a timing.
 
     python -m experiments.hw_tree_anchors --benches humaneval --limit 20 \
-        --latency results/bench/hw_tree_float32/budget_latency.json --out results/hw_tree_anchors
+        --latency results/protocol/smollm2-135m-float32-v1/budget_latency.json --out results/studies/hw_tree/hw_tree_anchors
 
 At T = 0 both write AR's output, so the anchors (output positions a step drafts from) of the two runs
 can be matched. At every anchor both drafted from, each tree's committed tokens are read off the output
@@ -115,10 +115,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     prompts = load_prompts(
         loaded.tokenizer, args.model, args.benches.split(","), args.limit, args.data_dir, "auto"
     )
-    make_opt, _ = auto_budget(method_factory(BASELINE), engine, args.latency)
-    make_hw, _ = auto_budget(
-        method_factory("hw_tree", [f"method.drafter.{o}" for o in args.hw_tree_set]), engine, args.latency
-    )
+    make_opt, _ = auto_budget(method_factory(BASELINE, model=args.model), engine, args.latency)
+    hw_set = [f"method.drafter.{o}" for o in args.hw_tree_set]
+    make_hw, _ = auto_budget(method_factory("hw_tree", hw_set, model=args.model), engine, args.latency)
     opt, hw = make_opt(), make_hw()  # one of each across prompts, as in a run
     hw_inner = hw.inner
     assert isinstance(hw_inner, HwTreeDrafter)
@@ -250,7 +249,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--latency", required=True, help="a saved latency curve (bench's budget_latency.json)")
     add_hw_tree_set(ap)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default="results/hw_tree_anchors")
+    ap.add_argument("--out", default="results/studies/hw_tree/hw_tree_anchors")
     args = ap.parse_args(argv)
     if not Path(args.latency).is_file():
         raise SystemExit(f"hw_tree_anchors: no latency curve at {args.latency}")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from goose.validation import check_choice, check_int
 
@@ -53,7 +53,9 @@ def method_config(
 ) -> DictConfig:
     """The run config of `method` (and configured `model`, if given) with the drafter's
     hyperparameters set from `overrides`, validated like a `run.py` job. ValueError names an
-    unknown method or model with the valid ones, and a bad key or value with its field."""
+    unknown method or model with the valid ones, and a bad key or value with its field; without
+    `model` (a transformers model), also a method field that the overrides leave interpolating the
+    configured model's config (`check_model_free`)."""
     from goose.harness.compose import UserError, check_config, compose_config
 
     for group, name in (("method", method), ("model", model)):
@@ -75,11 +77,41 @@ def method_config(
     with open_dict(cfg):
         for key, value in (overrides or {}).items():
             drafter[key] = value
+    if model is None:
+        check_model_free(cfg.method)
     try:
         check_config(cfg)
     except UserError as exc:
         raise ValueError(str(exc)) from None
     return cfg
+
+
+def model_dependent(node: Any, path: str = "method") -> dict[str, str]:
+    """{dotted key: raw value} of the strings under `node` (unresolved) that interpolate `${model...}`, the
+    configured model's config, e.g. REST's `method.drafter.datastore: mbpp_nontest.${model.name}`."""
+    if isinstance(node, DictConfig):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict | list):
+        out: dict[str, str] = {}
+        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
+            out |= model_dependent(value, f"{path}.{key}")
+        return out
+    return {path: node} if isinstance(node, str) and "${model." in node else {}
+
+
+def check_model_free(method: DictConfig) -> None:
+    """A transformers model has no conf/model/*.yaml, so a method field that interpolates one would silently
+    take the default model's value (REST would search SmolLM2's token ids with another tokenizer): ValueError
+    naming the field, its value and how to set it, unless the caller's overrides replaced it."""
+    for key, value in model_dependent(method).items():
+        drafter_key = key.removeprefix("method.drafter.")
+        how = (
+            f"speculate(..., {drafter_key}=...)" if drafter_key != key else f'config_overrides=["{key}=..."]'
+        )
+        raise ValueError(
+            f"{key} = {value!r}: depends on a configured model (conf/model/*.yaml), and a transformers model "
+            f"has none; set it for your model, e.g. {how}, or pass a configured model name"
+        )
 
 
 _USER_ENGINE: dict[str, Any] = {}  # the engine of the last transformers model passed in

@@ -108,3 +108,16 @@ def test_sampled_deterministic_drafter_equals_ar_sample():
     pld = goose.speculate("smollm2-135m", method="pld", **kw)
     assert pld.token_ids == ar.token_ids
     assert pld.forward_calls < ar.forward_calls
+
+
+def test_a_field_depending_on_the_configured_model_follows_it_and_a_transformers_model_must_set_it():
+    """REST's datastore is `mbpp_nontest.${model.name}`: a configured model gets its own; a transformers
+    model, which has no conf/model entry, is refused until the field is set (not given SmolLM2's)."""
+    from goose.api import method_config
+
+    assert method_config("rest", model="gemma3-270m").method.drafter.datastore == "mbpp_nontest.gemma3-270m"
+    with pytest.raises(
+        ValueError, match=r"method.drafter.datastore = 'mbpp_nontest.\$\{model.name\}': depends"
+    ):
+        method_config("rest")
+    assert method_config("rest", {"datastore": "mine.npy"}).method.drafter.datastore == "mine.npy"

@@ -10,13 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from goose.engine.core.sampling import GREEDY, SamplingParams, derive_seed
+from goose.harness.chat import BaseFormat, PromptForm, prompt_format
 from goose.records.results import config_hash
 
 
 @dataclass
 class Cell:
-    """What identifies a cell, copied into each row. chat_template: the prompts are put in the
-    tokenizer's chat template (goose.harness.chat), else raw; sampling: the warp (temperature 0 =
+    """What identifies a cell, copied into each row. chat_template: the prompt form (goose.harness.chat):
+    True = the tokenizer's chat template, False = raw, a `BaseFormat` = a base model's plain instruction
+    format (rows: chat_template false, prompt_format its template); sampling: the warp (temperature 0 =
     greedy); both part of the row's key."""
 
     model: str
@@ -25,7 +27,7 @@ class Cell:
     method_config: dict[str, Any]
     max_new_tokens: int
     dtype: str
-    chat_template: bool = False
+    chat_template: PromptForm = False
     sampling: SamplingParams = GREEDY
 
     def row_base(self) -> dict[str, Any]:
@@ -37,7 +39,8 @@ class Cell:
             "config_hash": config_hash(self.method_config),
             "max_new_tokens": self.max_new_tokens,
             "dtype": self.dtype,
-            "chat_template": self.chat_template,
+            "chat_template": bool(self.chat_template) and not isinstance(self.chat_template, BaseFormat),
+            "prompt_format": prompt_format(self.chat_template),
             **self.sampling.as_dict(),
         }
 

@@ -30,7 +30,7 @@ from goose.harness.benchmarks import (
     load_benchmark,
     resolve_source,
 )
-from goose.harness.chat import decide_chat_template
+from goose.harness.chat import PromptForm, decide_chat_template
 from goose.harness.config_schema import validate_config  # also registers the schema config.yaml uses
 from goose.harness.models import LoadedModel, ModelUnavailableError, load_model
 from goose.harness.runner import warm_up
@@ -127,9 +127,10 @@ def benchmark_prompts(cfg: DictConfig, limit: int | None) -> tuple[BenchmarkSpec
         raise UserError(str(exc)) from None
 
 
-def chat_template_decision(cfg: DictConfig, spec: BenchmarkSpec, tokenizer: Any) -> tuple[bool, str]:
-    """(apply the tokenizer's chat template?, why) for `bench.chat_template` = auto | true | false
-    (goose.harness.chat.decide_chat_template); needs the tokenizer (does it have a template?)."""
+def chat_template_decision(cfg: DictConfig, spec: BenchmarkSpec, tokenizer: Any) -> tuple[PromptForm, str]:
+    """(the prompt form: the tokenizer's chat template, raw, or a base model's `model.base_prompt_format`;
+    why) for `bench.chat_template` = auto | true | false (goose.harness.chat.decide_chat_template); needs
+    the tokenizer (does it have a template?)."""
     try:
         return decide_chat_template(
             spec.chat_template,
@@ -138,6 +139,7 @@ def chat_template_decision(cfg: DictConfig, spec: BenchmarkSpec, tokenizer: Any)
             bench=spec.name,
             chat_bench=spec.chat,
             tokenizer=tokenizer,
+            base_format=cfg.model.get("base_prompt_format"),
         )
     except BenchmarkError as exc:
         raise UserError(str(exc)) from None

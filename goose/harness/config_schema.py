@@ -22,6 +22,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from goose.engine.core.verify.rules import VERIFIERS
 from goose.harness.benchmarks import BenchmarkSpec, HubSource, PackageFile, RecordFilter
+from goose.harness.chat import check_base_prompt_format
 from goose.harness.drafter_schema import check_drafter, register_drafters
 from goose.harness.models import DTYPES, ModelConfig
 from goose.validation import check_bool, check_choice, check_float, check_int, check_int_list, check_str
@@ -44,6 +45,7 @@ _MODEL_CHECKS: dict[str, Any] = {
     ),
     "quick_limit": partial(check_int, low=1, why="prompts of a quick run"),
     "quick_max_new_tokens": partial(check_int, low=0, why="tokens of a quick run"),
+    "base_prompt_format": check_base_prompt_format,
 }
 
 
@@ -161,6 +163,9 @@ class GooseBenchConfig:
     max_new_tokens: int | None = _checked(None, partial(check_int, low=0, why="null = the benchmark's value"))
     quick: Any = _checked("auto", _check_quick)
     out_dir: str = "results/runs"
+    allow_mixed_code: Any = _checked(
+        False, partial(check_bool, why="resume a results file that rows of other code wrote")
+    )
     data_dir: str | None = None
     experiment: str | None = "adhoc"
     threads: int | None = _checked(None, partial(check_int, low=1, why="torch intra-op threads"))

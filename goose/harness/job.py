@@ -8,15 +8,18 @@ and drafters receive plain Python values.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter, Drafter
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
+from goose.harness.chat import encode_prompt
 from goose.harness.compose import (  # UserError: re-exported for callers of run_job
     UserError,  # noqa: F401
     benchmark_prompts,
@@ -28,8 +31,9 @@ from goose.harness.compose import (  # UserError: re-exported for callers of run
 )
 from goose.harness.runner import Cell, SamplingPlan, run_cell
 from goose.records.acceptance import acceptance_summary
+from goose.records.code_state import MixedCodeError, check_one_code_state, code_state
 from goose.records.metrics import cell_summary, format_table
-from goose.records.results import results_path
+from goose.records.results import read_rows, results_path
 
 
 def latency_table(
@@ -116,6 +120,27 @@ def _parallel_launcher() -> bool:
     return "joblib" in str(HydraConfig.get().launcher.get("_target_", "")).lower()
 
 
+def warm_up_paths(
+    engine: VerificationEngine,
+    drafters: Sequence[Callable[[], Drafter]],
+    prompts: Sequence[Any],
+    tokenizer: Any,
+    chat: bool,
+    sampling: SamplingParams,
+) -> None:
+    """An untimed, unrecorded 16-token generation of each code path the cell times (AR and the method,
+    each with a throw-away drafter) on the head of the first prompt, so that the first timed prompt
+    pays no lazy start-up (allocator, kernels, CUDA graph captures of the tree sizes it drafts) and the
+    summary's speed-up compares warm runs, as `experiments.bench` does. A prompt that cannot be
+    tokenized warms nothing (its row records the failure)."""
+    try:
+        ids = encode_prompt(tokenizer, prompts[0].text, chat)[:64] if prompts else []
+    except Exception:  # the runner records the bad prompt as a failed row
+        return
+    for make in drafters if ids else ():
+        generate(engine, make(), ids, 16, sampling=sampling)
+
+
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """Run one (model, bench, method) cell and return its summary."""
     check_config(cfg)  # unknown keys, types, ranges, drafter keys: before anything loads
@@ -145,6 +170,9 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         in_run = bool(cfg.get("budget_in_run_cost", False))
         drafter = wrap_auto_budget(drafter, engine, latency=table, in_run_cost=in_run)
         method = f"{method}_auto"
+        throwaway = lambda: wrap_auto_budget(build_drafter(cfg), engine, latency=table, in_run_cost=in_run)  # noqa: E731
+    else:
+        throwaway = lambda: build_drafter(cfg)  # noqa: E731
     cell = Cell(
         loaded.label,
         bench.name,
@@ -163,6 +191,13 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         f"{describe_sampling(sampling, plan)} "
         f"-> {out_file}"
     )
+    allow_mixed = bool(cfg.get("allow_mixed_code", False))
+    if out_file.exists() or out_file.with_name(out_file.name + ".xz").exists():
+        try:
+            check_one_code_state(read_rows(out_file), code_state(), str(out_file), allow_mixed)
+        except MixedCodeError as exc:
+            raise UserError(str(exc)) from None
+    warm_up_paths(engine, [throwaway, ARDrafter], prompts, loaded.tokenizer, chat, sampling)
     t0 = time.perf_counter()
     rows = run_cell(
         engine,
@@ -176,6 +211,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         | loaded.provenance,
         progress=False if _parallel_launcher() else None,
         plan=plan,
+        allow_mixed_code=allow_mixed,
     )
     ar_rows = [r for r in rows if r["method"] == "ar"]
     method_rows = [r for r in rows if r["method"] == method]

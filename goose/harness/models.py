@@ -70,6 +70,9 @@ class ModelConfig:
     quick_max_new_tokens: int | None = None  # CPU-sized default max_new_tokens (quick=auto)
     # Instruction-tuned: bench.chat_template=auto applies its chat template on chat benchmarks.
     instruct: bool = False
+    # A base model's plain instruction format (goose.harness.chat.BASE_PROMPT_FORMATS, e.g.
+    # instruction_response), which bench.chat_template=auto puts its chat benchmarks' prompts in; null: raw.
+    base_prompt_format: str | None = None
     # init=random: random weights in conf/shape/<shape or name>.yaml's shape, for timing only (its rows say
     # random_weights: true). `tokenizer`: a tokenizer folder or Hub id used instead of hf_id's.
     init: str = "pretrained"  # pretrained | random

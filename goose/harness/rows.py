@@ -17,6 +17,7 @@ import torch
 from goose.engine.core.decode import Generation
 from goose.engine.core.tree import DraftTree
 from goose.engine.forward.packed_linear import native_bf16
+from goose.records.code_state import code_state
 
 SESSION_ID = uuid.uuid4().hex[:12]
 
@@ -65,6 +66,7 @@ def environment() -> dict[str, Any]:
             "transformers": transformers.__version__,
         },
         "git_commit": commit,
+        "code_state": code_state(),
         "session_id": SESSION_ID,
     }
 

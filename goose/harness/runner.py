@@ -42,6 +42,7 @@ from goose.harness.resume import merge_new_rows, reference_lock, restore_run_sta
 from goose.harness.rows import SESSION_ID, TreeSampler, environment, generation_row, sample_tree
 from goose.harness.run_state import RunStateStore
 from goose.harness.verdicts import divergence_verdict, lossless_fields, near_tie_threshold, row_verdict
+from goose.records.code_state import check_one_code_state
 from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields
 from goose.records.results import append_row, cell_key
 from goose.records.row import SCHEMA_VERSION
@@ -87,6 +88,8 @@ def run_cell(
     log: Callable[[str], None] | None = None,
     progress: bool | None = None,
     plan: SamplingPlan | None = None,
+    references: dict[tuple, dict[str, Any]] | None = None,
+    allow_mixed_code: bool = False,
 ) -> list[dict[str, Any]]:
     """Run (or resume) a cell; returns the rows of this cell and of the AR reference, in prompt
     order (then sample order), as they are on disk after the run. `plan`: the seed and samples per
@@ -97,8 +100,15 @@ def run_cell(
     Progress (`CellProgress`): a tqdm bar when `progress` is True, one plain line per prompt when
     it is False; None (the default) draws the bar where stderr is a terminal with a size and no
     `log` callback is given. Lines and messages go to `log` if given, else to the logger
-    `goose.harness.runner` (under Hydra: the console and the job's log file)."""
+    `goose.harness.runner` (under Hydra: the console and the job's log file).
+
+    references: AR rows by cell key from elsewhere (`experiments.bench`'s untimed reference pass) that
+    this cell's outputs are checked against where its own results file has none yet, so that engine
+    AR's timed run need not come first. The results file must hold rows of this code state only
+    (`goose.records.code_state`): rows of other code refuse (MixedCodeError) unless
+    `allow_mixed_code`, which every row written then records."""
     env = {**environment(), **(extra or {}), **chat_template_fields(tokenizer, cell.chat_template)}
+    env |= {"allow_mixed_code": True} if allow_mixed_code else {}
     ar_cell = Cell(  # the AR reference of the same prompt form (raw or in the chat template)
         cell.model,
         cell.bench,
@@ -114,6 +124,8 @@ def run_cell(
     existing: dict[tuple, dict[str, Any]] = {}
     warn_if_cut(results_file)
     offset = merge_new_rows(existing, results_file, 0)
+    check_one_code_state(existing.values(), env["code_state"], str(results_file), allow_mixed_code)
+    references = references or {}
     drafter = make_drafter if isinstance(make_drafter, Drafter) else make_drafter()
     ar_drafter = ARDrafter()
     out_rows: list[dict[str, Any]] = []
@@ -152,7 +164,8 @@ def run_cell(
                 sequence_seed(sample_seed, prompt.prompt_id),
                 plan.seed,
             )
-            if ar_key not in existing:
+            borrowed = cell.method != "ar" and ar_key not in existing and ar_key in references
+            if ar_key not in existing and not borrowed:
                 with reference_lock(results_file):  # another job may be writing this very reference
                     offset = merge_new_rows(existing, results_file, offset)
                     if ar_key not in existing:
@@ -162,7 +175,7 @@ def run_cell(
                         if existing[ar_key].get("status") != "ok" and cell.method != "ar":
                             error = existing[ar_key].get("error")
                             report.warn(f"[{i + 1}/{len(prompts)}] ar {prompt.prompt_id}: FAILED: {error}")
-            ar_row = existing[ar_key]
+            ar_row = references[ar_key] if borrowed else existing[ar_key]
             reference = ar_row.get("output_ids") if ar_row.get("status", "ok") == "ok" else None
             if key not in existing:
                 fields, before_append = None, None
@@ -192,7 +205,7 @@ def run_cell(
                     store.prune(len(seen))
             report.prompt(i, unit_ids[i], existing[key], ran=key in written, resumed=resumed[i])
             out_rows.append(existing[key])
-            if cell.method != "ar":
+            if cell.method != "ar" and not borrowed:
                 out_rows.append(existing[ar_key])
     return out_rows
 

@@ -31,9 +31,11 @@ def prompt_fields(text: Any, prompt_ids: Sequence[int]) -> dict[str, Any]:
     }
 
 
-def chat_template_fields(tokenizer: Any, applied: bool) -> dict[str, Any]:
-    """chat_template_sha of the template the prompts were put in (None for raw prompts or none)."""
-    template = getattr(tokenizer, "chat_template", None) if applied else None
+def chat_template_fields(tokenizer: Any, applied: Any) -> dict[str, Any]:
+    """chat_template_sha of the template the prompts were put in (None for raw prompts or none). `applied`:
+    the prompt form (goose.harness.chat.PromptForm); only True is the tokenizer's template (a base model's
+    plain format is in the row's `prompt_format`)."""
+    template = getattr(tokenizer, "chat_template", None) if applied is True else None
     return {"chat_template_sha": sha256(template) if template else None}
 
 

@@ -6,6 +6,11 @@ writers (jobs of a joblib or submitit sweep sharing one results file) never inte
 line cut by a crash (no trailing newline, or not valid JSON) is skipped with a warning when
 reading and sealed off with a newline before the next append, so the cut cell is simply re-run on
 resume. Reading takes no lock: a reader uses only newline-terminated lines.
+
+A results file `X.jsonl` may be sealed (`goose.records.seal`, `make pack-results`): its rows so far
+compressed into `X.jsonl.xz`, later appends going to the plain `X.jsonl` as before. Every reader here
+reads the whole logical file, the sealed rows first; byte offsets are offsets into its logical
+stream (the decompressed sealed part, then the plain tail), so they stay valid across a seal.
 """
 
 from __future__ import annotations
@@ -19,9 +24,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from goose.records.row import CELL_FIELDS, migrate_row
+from goose.records.seal import append_lock, finish_pending, read_from, results_files, tail_path
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -53,25 +57,21 @@ def sample_key(row: dict[str, Any]) -> tuple[Any, Any]:
     return row["prompt_id"], None if seed is None else int(seed)
 
 
-def append_lock(path: str | Path) -> FileLock:
-    """The exclusive lock that every append to the results file `path` holds: a `FileLock` on
-    `<path>.append.lock` beside it. A separate file, since `FileLock` opens (and creates) the file
-    it locks, and not the runner's AR-reference lock `<path>.lock`, which is held for a whole
-    generation that appends of other jobs must not wait for. The lock file stays after release
-    (deleting it would let two processes lock two different files of one name)."""
-    path = Path(path)
-    return FileLock(path.with_name(path.name + ".append.lock"))
-
-
 def append_row(path: str | Path, row: dict[str, Any]) -> None:
-    """Append one row as one whole line: under `append_lock(path)`, seal off a cut last line (a
-    writer killed mid-write left no newline) with a newline, then write the line with a single
-    `write` call and fsync it. All writers of results files go through here, so lines never
-    interleave. The row is written in the current schema (`encode_row`)."""
-    path = Path(path)
+    """Append one row as one whole line (`append_line`), in the current schema (`encode_row`). All
+    writers of results files go through here, so lines never interleave."""
+    append_line(path, encode_row(row))
+
+
+def append_line(path: str | Path, line: bytes) -> None:
+    """Append `line` (ending in a newline) to the plain tail of the results file `path`: under
+    `append_lock(path)`, finish a seal cut short (`goose.records.seal.finish_pending`), seal off a cut
+    last line (a writer killed mid-write left no newline) with a newline, then write the line with a
+    single `write` call and fsync it."""
+    path = tail_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = encode_row(row)
     with append_lock(path):
+        finish_pending(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0), 0o644)
         try:
             size = os.fstat(fd).st_size
@@ -91,23 +91,25 @@ def encode_row(row: dict[str, Any]) -> bytes:
     return (json.dumps(migrate_row(row), default=str) + "\n").encode()
 
 
-def read_appended(path: str | Path, offset: int = 0, whole: bool = False) -> tuple[list[dict[str, Any]], int]:
+def read_appended(
+    path: str | Path, offset: int = 0, whole: bool = False, migrate: bool = True
+) -> tuple[list[dict[str, Any]], int]:
     """(the rows of `path` from byte `offset` on, the offset after the last whole line read).
 
     The one JSONL reader of the harness: `read_rows` reads whole files with it, and a running
     cell re-reads only what other jobs appended since its last look (linear in the file size).
+    `path` names a results file, sealed or not (`X.jsonl` or `X.jsonl.xz`); offsets count bytes of
+    its logical stream, the decompressed sealed part followed by the plain tail (for a file never
+    sealed: its bytes), so an offset from an earlier call still points after the rows that call
+    returned, even if the file was sealed in between.
     A line that is not a JSON object (a write cut by a crash) is skipped with a warning; a last
     line without its newline (being written, or cut) is left for the next call, and the next
     append seals a cut one off with a newline; with `whole` (a file read once, at rest) it is read
     too. A missing file has no rows. Rows of older schema versions come back migrated
-    (`goose.records.row.migrate_row`).
+    (`goose.records.row.migrate_row`), unless `migrate` is False (JSON lines that are not result
+    rows, e.g. experiments/delayed_grid.py's grid).
     """
-    try:
-        with Path(path).open("rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except FileNotFoundError:
-        return [], offset
+    data = read_from(path, offset)
     end = len(data) if whole else data.rfind(b"\n") + 1
     rows: list[dict[str, Any]] = []
     for raw in data[:end].splitlines():
@@ -120,26 +122,27 @@ def read_appended(path: str | Path, offset: int = 0, whole: bool = False) -> tup
             warnings.warn(f"{path}: skipping a cut or corrupt line ({len(raw)} bytes)", stacklevel=3)
             continue
         if isinstance(row, dict):
-            rows.append(migrate_row(row))
+            rows.append(migrate_row(row) if migrate else row)
     return rows, offset + end
 
 
-def read_rows(paths: str | Path | Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Every valid row of one file, a directory (recursively, *.jsonl) or a list of files
-    (`read_appended` over each whole file)."""
+def read_rows(paths: str | Path | Iterable[str | Path], migrate: bool = True) -> list[dict[str, Any]]:
+    """Every valid row of one results file, a directory (recursively, every `*.jsonl`, sealed or
+    not, once) or a list of files (`read_appended` over each whole file)."""
     if isinstance(paths, (str, Path)):
         p = Path(paths)
-        files = sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
+        files = results_files(p) if p.is_dir() else [p]
     else:
         files = [Path(x) for x in paths]
     rows: list[dict[str, Any]] = []
     for f in files:
-        rows += read_appended(f, whole=True)[0]
+        rows += read_appended(f, whole=True, migrate=migrate)[0]
     return rows
 
 
 def results_path(out_dir: str | Path, model: str, bench: str) -> Path:
-    """Where rows of (model, bench) live: <out_dir>/<model>/<bench>.jsonl."""
+    """Where rows of (model, bench) live: <out_dir>/<model>/<bench>.jsonl (and, once sealed, the
+    .jsonl.xz beside it)."""
     return Path(out_dir) / model / f"{bench}.jsonl"
 
 

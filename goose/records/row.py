@@ -13,7 +13,9 @@ Versions:
   `sample_seed` (they were greedy).
 - 1: every row carries `schema_version` and every cell-key field (`CELL_FIELDS`) of its time.
 - 2: `verifier` (sampling.verifier: how drafts that carry their proposal q were verified) joins the cell key;
-  rows before it were verified as `auto` does.
+  rows before it were verified as `auto` does. Later in version 2, `prompt_format` (a base model's plain
+  instruction format, goose.harness.chat) joins the cell key; rows without it had none (None): a version-2
+  row that lacks it keys as None, the value every row had before, so no rewrite is needed.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ CELL_FIELDS = (
     "max_new_tokens",
     "dtype",
     "chat_template",
+    "prompt_format",
     "temperature",
     "top_p",
     "top_k",
@@ -44,6 +47,7 @@ CELL_FIELDS = (
 # Versions 0 and 1 -> 2: the values the fields added since the first rows take in rows that lack them.
 V0_DEFAULTS: dict[str, Any] = {
     "chat_template": False,
+    "prompt_format": None,
     "temperature": 0.0,
     "top_p": 1.0,
     "top_k": 0,
@@ -95,6 +99,12 @@ class ResultRow:
     max_new_tokens: int = _f("identity", "Generation length limit.", True)
     dtype: str = _f("identity", "The model's dtype (float32, bfloat16, ...).", True)
     chat_template: bool = _f("identity", "The prompt was put in the tokenizer's chat template.", True)
+    prompt_format: str | None = _f(
+        "identity",
+        "A base model's plain instruction format the prompt was put in (its template; model.base_prompt_format"
+        " under bench.chat_template=auto on a chat benchmark), else None.",
+        True,
+    )
     temperature: float = _f("identity", "Sampling temperature (0: greedy).", True)
     top_p: float = _f("identity", "Nucleus sampling mass (1: off).", True)
     top_k: int = _f("identity", "Top-k sampling (0: off).", True)
@@ -116,6 +126,12 @@ class ResultRow:
     hardware: dict = _f("environment", "cpu, cpu_count, cpu_capability, onednn_bf16, torch_threads, gpu.")
     versions: dict = _f("environment", "python, torch, transformers.")
     git_commit: str = _f("environment", "Commit of the code (`-dirty` with local changes).")
+    code_state: str = _f(
+        "environment", "The commit, with a digest of local changes (goose.records.code_state): one per file."
+    )
+    allow_mixed_code: bool = _f(
+        "environment", "Written under allow_mixed_code: its results file may hold rows of other code."
+    )
     session_id: str = _f("environment", "Id of the process that wrote the row.")
     bench_source: str = _f("environment", "Where the prompts came from: hub, local or file.")
     experiment: str | None = _f("environment", "The experiment preset (`adhoc` for none).")
@@ -123,6 +139,9 @@ class ResultRow:
     budget_latency: dict = _f("environment", "budget=auto: the latency table used {source, sizes, seconds}.")
     repeat: int = _f("environment", "`make bench`: which repeat of its interleaved protocol the row is.")
     bench_protocol: dict = _f("environment", "`make bench`: its protocol (repeats, order, threads, ...).")
+    reference_pass: bool = _f(
+        "environment", "`make bench`: engine AR's untimed reference run of the prompt (repeat None)."
+    )
     random_weights: bool = _f(
         "environment", "The model has random weights (model.init=random: timing only, no acceptance)."
     )
@@ -150,6 +169,13 @@ class ResultRow:
     graph_captures: int = _f("measured", "CUDA graphs captured during the generation.")
     graph_capture_s: float = _f("measured", "Seconds spent capturing them.")
     output_ids: list = _f("measured", "The generated token ids.")
+    repeated_4gram_share: float = _f(
+        "measured", "Share of the output's 4-grams that occurred earlier in it (goose.records.degenerate)."
+    )
+    hit_max_new_tokens: bool = _f("measured", "The generation ran to max_new_tokens.")
+    degenerate: bool = _f(
+        "measured", "hit_max_new_tokens and repeated_4gram_share > 0.5: a loop (goose.records.degenerate)."
+    )
     sample_tree: dict | None = _f(
         "measured", "The largest of the first trees: tokens, parents, sources, depths, accepted."
     )

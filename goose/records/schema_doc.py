@@ -18,7 +18,9 @@ def render() -> str:
         "",
         f"Schema version {SCHEMA_VERSION}. One JSON line per generation in "
         "`<out_dir>/<model>/<bench>.jsonl`, written by `goose.records.results.append_row` and read by "
-        "`goose.records.results.read_rows` (which migrates older rows). "
+        "`goose.records.results.read_rows` (which migrates older rows); sealed rows sit xz-compressed "
+        "in `<bench>.jsonl.xz` beside it and are read first (`python -m goose.records.seal`, "
+        "`make pack-results`). "
         f"The cell key (a re-run of the same cell has the same one): {', '.join(f'`{f}`' for f in CELL_FIELDS)}.",
         "",
         (row_module.__doc__ or "").split("Versions:")[-1].strip().join(["Versions:\n\n", ""]),

@@ -365,6 +365,8 @@ def test_paper_values_each_have_a_source_and_reach_the_table(grid, tmp_path):
 
 EXPECTED = {
     "README.md",
+    "readme_results.md",
+    "results_index.md",
     "hw_tree_sizing.md",
     "step_cost_in_run.md",
     "verifier_eval.md",
@@ -473,7 +475,7 @@ def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
     return write_record(out / "bench" / "legacy", name, record)
 
 
-def write_bench_rows(out: Path, name: str = "bfloat16") -> Path:
+def write_bench_rows(out: Path, name: str = "bfloat16", home: str = "bench") -> Path:
     """The same runs as `write_bench_record`, as the rows `make bench` writes now:
     out/bench/<name>/repeat<k>/smollm2-135m/<bench>.jsonl, one row per contender, prompt, repeat."""
     methods = {"engine:ar": "ar", "engine:goose:auto": "goose_auto", "hf:pld": "hf_pld"}
@@ -485,8 +487,8 @@ def write_bench_rows(out: Path, name: str = "bfloat16") -> Path:
                 r = row(method, f"{bench}/0", 60, 60, 60 / rates[contender][rep], bench, dtype="bfloat16")
                 r |= {"repeat": rep, "bench_protocol": protocol, "hardware": {"cpu": "test-cpu"}}
                 r["output_ids"] = [7] * 60
-                append_row(out / "bench" / name / f"repeat{rep}" / "smollm2-135m" / f"{bench}.jsonl", r)
-    return out / "bench" / name
+                append_row(out / home / name / f"repeat{rep}" / "smollm2-135m" / f"{bench}.jsonl", r)
+    return out / home / name
 
 
 def write_record(out: Path, name: str, record: dict) -> Path:
@@ -516,7 +518,10 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
     # HumanEval: repeats 40/10, 30/20, 60/30 = 4.0, 1.5, 2.0 (the spreads' quotients would be
     # 40/20, 30/10, 60/30 = 2.0, 3.0, 2.0); GSM8K 1.5, 2.0, 2.5; all prompts, 120 tokens over the
     # two prompts' seconds: (120/5.5)/(120/12), (120/5)/(120/9), (120/3.4)/(120/8) = 2.18, 1.8, 2.35
-    assert goose == "| engine:goose:auto | 2.00 [1.50, 4.00] | 2.00 [1.50, 2.50] | 2.18 [1.80, 2.35] |"
+    # the last column, the per-prompt mean: (4.0 + 1.5) / 2, (1.5 + 2.0) / 2, (2.0 + 2.5) / 2
+    assert goose == (
+        "| engine:goose:auto | 2.00 [1.50, 4.00] | 2.00 [1.50, 2.50] | 2.18 [1.80, 2.35] | 2.25 [1.75, 2.75] |"
+    )
     assert "hf:pld | 1.00 [0.67, 2.00]" in table  # 20/10, 20/20, 20/30
     assert (
         "engine:goose:auto | 2.00 [1.50, 3.00] | 2.00 [1.50, 2.50] | 1.80 [1.64, 2.65]"
@@ -773,11 +778,12 @@ def write_step_cost_rows(out: Path) -> Path:
 def test_make_figures_writes_every_file(grid, tmp_path, capsys):
     out = tmp_path / "fig"
     write_bench_record(tmp_path / "rec")
+    write_bench_rows(tmp_path / "rec", "smollm2-135m-bfloat16-v1", home="protocol")  # a canonical run
     write_cost_curve_record(tmp_path / "rec")
     write_step_cost_rows(tmp_path / "rec")
     args = ["--results", str(grid), "--records", str(tmp_path / "rec"), "--out", str(out)]
     assert make_figures.main(args) == 0
-    written = {p.name for p in out.iterdir()}
+    written = {p.name for p in out.rglob("*")}  # the studies' scripts write into figures/studies/<name>/
     assert EXPECTED <= written, EXPECTED - written
     printed = capsys.readouterr().out
     assert not [ln for ln in printed.splitlines() if ln.startswith(("skipped", "FAILED"))], printed

@@ -148,6 +148,45 @@ def test_a_method_run_only_at_budget_auto_fills_its_row(tmp_path: Path) -> None:
     assert "At budget=auto (its `<method>_auto` rows): Goose." in md
 
 
+def degenerate_rows(**extra) -> list[dict]:
+    """10-token outputs at max_new_tokens 10: AR loops on 81 (one token ten times) and answers 161."""
+    loop, answer = [7] * 10, list(range(10))
+    spec = [("ar", "81", 10, 1.0, loop), ("ar", "161", 10, 1.0, answer)]
+    spec += [("pld", "81", 2, 0.2, loop), ("pld", "161", 8, 0.8, answer)]  # 81: ×5, 161: ×1.25
+    return [
+        row(m, "spec_bench", p, 10, calls, wall, max_new_tokens=10, output_ids=ids, **extra)
+        for m, p, calls, wall, ids in spec
+    ]
+
+
+def test_degenerate_ar_prompts_are_counted_and_left_out_of_the_second_table(tmp_path: Path) -> None:
+    """Rows without the flags (written before them): computed from output_ids."""
+    write(tmp_path / "r" / "x.jsonl", degenerate_rows())
+    out = spec_bench_table.build(load(tmp_path / "r"), tmp_path / "fig")
+    md = (tmp_path / "fig" / "spec_bench_table_1.md").read_text()
+    assert (
+        md_row(md, "PLD") == "| PLD | 5.00 | 1.25 | — | — | — | — | 2.00 | 2.00 |"
+    )  # 20 / 10 calls, 2 s / 1 s
+    counts = "MT 1/1, Transl. 0/1, Summ. 0/0, QA 0/0, Math 0/0, RAG 0/0, Overall 1/2"
+    assert f"goose.records.degenerate): {counts}" in md
+    clean = (tmp_path / "fig" / "spec_bench_table_1_nondegenerate.md").read_text()
+    assert md_row(clean, "PLD") == "| PLD | — | 1.25 | — | — | — | — | 1.25 | 1.25 |"  # 161 only
+    assert "MT 0, Transl. 1, Summ. 0, QA 0, Math 0, RAG 0, Overall 1" in clean and counts in clean
+    assert "without the prompts whose AR output is degenerate" in clean
+    assert len(out.files) == 6
+
+
+def test_a_rows_own_degenerate_flag_is_used(tmp_path: Path) -> None:
+    rows = [{**r, "repeat": 0, "degenerate": False} for r in degenerate_rows()]  # flagged by the writer
+    write(tmp_path / "results" / "bench" / "run1" / "repeat0" / "tiny" / "spec_bench.jsonl", rows)
+    (tmp_path / "results" / "reference").mkdir(parents=True)
+    spec_bench_table.build(
+        load(tmp_path / "results" / "reference", records=tmp_path / "results"), tmp_path / "f"
+    )
+    md = (tmp_path / "f" / "spec_bench_table_1.md").read_text()
+    assert "MT 0/1, Transl. 0/1" in md and "run run1" in md
+
+
 def test_spec_bench_table_skips_without_rows(tmp_path: Path) -> None:
     write(tmp_path / "r" / "x.jsonl", [row("ar", "humaneval", "HumanEval/0", 10, 10, 1.0)])
     with pytest.raises(Skip):
@@ -204,3 +243,11 @@ def test_combine_vs_choose_skips_without_both(tmp_path: Path) -> None:
     write(tmp_path / "r" / "x.jsonl", [r for r in choose_rows() if r["method"] != "source_select"])
     with pytest.raises(Skip):
         combine_vs_choose.build(load(tmp_path / "r"), tmp_path / "fig")
+
+
+def test_a_base_model_format_is_a_table_of_its_own(tmp_path: Path) -> None:
+    form = "### Instruction:\n{prompt}\n\n### Response:\n"
+    write(tmp_path / "r" / "x.jsonl", degenerate_rows() + degenerate_rows(prompt_format=form))
+    out = spec_bench_table.build(load(tmp_path / "r"), tmp_path / "fig")
+    assert len(out.files) == 12 and any("raw prompts" in n for n in out.notes)
+    assert any("base-model format '### Instruction:" in n for n in out.notes)

@@ -4,12 +4,12 @@ passing specdec_bench's checks; a corrupted profile fails them; the CLI's exit s
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
 from analysis import speculation_profile as sp
 from goose.records.acceptance import validate_profile
+from goose.records.seal import copy_results_file
 from tests.conftest import ROOT
 
 SHIPPED = ROOT / "results" / "reference" / "smollm2-135m" / "mtbench.jsonl"
@@ -18,7 +18,7 @@ SHIPPED = ROOT / "results" / "reference" / "smollm2-135m" / "mtbench.jsonl"
 def test_export_of_shipped_rows_passes_its_checks(tmp_path):
     results = tmp_path / "results" / "smollm2-135m"
     results.mkdir(parents=True)
-    shutil.copy(SHIPPED, results / "mtbench.jsonl")
+    copy_results_file(SHIPPED, results / "mtbench.jsonl")  # the shipped file may be sealed
     out = tmp_path / "profiles"
     assert (
         sp.main(["--results", str(tmp_path / "results"), "--out", str(out), "--methods", "ar,pld,tr,goose"])

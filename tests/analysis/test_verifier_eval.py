@@ -92,6 +92,6 @@ def test_the_matched_evaluation_folder_beside_the_results_is_preferred(tmp_path)
     greedy = [row("ar", "p0", 60, 60, 6.0, config={}), row("stand", "p0", 60, 30, 3.0, config=STAND)]
     res = load(write(tmp_path, greedy))  # tmp_path/results: no sampled rows of its own
     for r in _rows():
-        append_row(tmp_path / "verifiers" / "run" / r["model"] / f"{r['bench']}.jsonl", r)
+        append_row(tmp_path / "studies" / "verifiers" / "run" / r["model"] / f"{r['bench']}.jsonl", r)
     g = verifier_eval.grid(res)
     assert len(g) == 2 * len(CALLS)

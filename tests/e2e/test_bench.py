@@ -34,7 +34,12 @@ def uninterrupted(tmp_path_factory):
     LatencyTable(sizes=[1, 2, 8, 32], seconds=[0.02, 0.021, 0.024, 0.04]).save(profile)
     args = [*ARGS, "--latency", str(profile)]
     record = bench.main([*args, "--out", str(tmp / "whole")])
-    return args, read_rows(tmp / "whole"), record
+    return args, timed(read_rows(tmp / "whole")), record
+
+
+def timed(rows: list[dict]) -> list[dict]:
+    """The rows of the timed rounds (the reference pass's have no repeat)."""
+    return [r for r in rows if r.get("repeat") is not None]
 
 
 def test_every_contender_writes_runner_rows_per_repeat(uninterrupted):
@@ -47,6 +52,56 @@ def test_every_contender_writes_runner_rows_per_repeat(uninterrupted):
     assert all("prompt_hash" in r and "seeds" in r for r in rows)  # the runner's provenance, hf rows too
     assert record["summary"]["identical_to_engine_ar"]["engine:tr:auto"]["identical"] == 2
     assert list(record["summary"]["tokens_per_s"]) == ["engine:ar", "engine:tr:auto", "hf:greedy"]
+
+
+def test_engine_ar_rotates_with_the_others_and_every_output_is_checked_whatever_its_position(uninterrupted):
+    """Three contenders, two prompts, two repeats: the order on the k-th prompt of repeat r is the
+    contenders rotated by k + r, so engine AR runs first, third and second; a contender that runs before
+    engine AR is checked against the reference pass's output."""
+    _, rows, _ = uninterrupted
+    first_prompt = min(str(r["prompt_id"]) for r in rows)
+    positions = {}
+    for rep in (0, 1):
+        for prompt in sorted({str(r["prompt_id"]) for r in rows}):
+            mine = sorted(
+                (r for r in rows if r["repeat"] == rep and str(r["prompt_id"]) == prompt),
+                key=lambda r: r["timestamp"],
+            )
+            positions[(rep, prompt == first_prompt)] = [r["method"] for r in mine]
+    assert positions[(0, True)] == ["ar", "tr_auto", "hf_greedy"]
+    assert positions[(0, False)] == positions[(1, True)] == ["tr_auto", "hf_greedy", "ar"]
+    assert positions[(1, False)] == ["hf_greedy", "ar", "tr_auto"]
+    assert all(r["lossless"] is True for r in rows if r["method"] != "ar")
+
+
+def test_the_reference_pass_writes_one_untimed_ar_row_per_prompt_and_the_rows_are_sealed(uninterrupted):
+    from pathlib import Path
+
+    _, rows, record = uninterrupted
+    out = Path(record["source"])
+    reference = read_rows(out / "reference")
+    assert sorted(str(r["prompt_id"]) for r in reference) == sorted({str(r["prompt_id"]) for r in rows})
+    assert all(r["method"] == "ar" and r["repeat"] is None and r["reference_pass"] for r in reference)
+    ar_outputs = {str(r["prompt_id"]): r["output_ids"] for r in reference}
+    assert all(r["output_ids"] == ar_outputs[str(r["prompt_id"])] for r in rows if r["method"] == "ar")
+    assert not list(out.rglob("*.jsonl")) and list(out.rglob("*.jsonl.xz"))  # sealed at the end
+
+
+def test_contenders_rotate_by_prompt_and_repeat():
+    assert bench.rotated(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert bench.rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
+    assert bench.rotated([], 3) == []
+
+
+def test_a_resume_over_rows_of_other_code_is_refused_before_anything_loads(tmp_path, capsys):
+    from goose.records.results import append_row
+
+    out = tmp_path / "run"
+    append_row(
+        out / "repeat0" / "smollm2-135m" / "humaneval.jsonl", {"method": "ar", "code_state": "0123456789ab"}
+    )
+    with pytest.raises(SystemExit, match="holds rows of another code state: 0123456789ab \\(1 rows\\)"):
+        bench.main(["--out", str(out), "--hf", "", "--methods", "pld"])
 
 
 def test_every_repeat_starts_from_a_fresh_drafter(uninterrupted):
@@ -65,8 +120,10 @@ def test_every_repeat_starts_from_a_fresh_drafter(uninterrupted):
 @pytest.mark.parametrize(
     "stop_at_call",
     [
+        # run_cell calls: 1 the reference pass; then in the rotated order engine AR (2) and Token
+        # Recycling (3) on prompt 1, Token Recycling (4) and engine AR (5) on prompt 2, then repeat 2
         4,  # repeat 1, prompt 2, Token Recycling: the runner restores its state after prompt 1
-        5,  # repeat 2, prompt 1: a fresh drafter, as in the uninterrupted run
+        6,  # repeat 2, prompt 1, Token Recycling: a fresh drafter, as in the uninterrupted run
     ],
 )
 def test_an_interrupted_bench_resumes_with_the_same_drafts(
@@ -77,7 +134,7 @@ def test_an_interrupted_bench_resumes_with_the_same_drafts(
     calls = 0
     run_cell = bench.run_cell
 
-    def interrupt(*a, **k):  # engine AR and Token Recycling, one call each per prompt
+    def interrupt(*a, **k):  # the reference pass, then engine AR and Token Recycling once per prompt
         nonlocal calls
         calls += 1
         if calls == stop_at_call:
@@ -87,14 +144,14 @@ def test_an_interrupted_bench_resumes_with_the_same_drafts(
     monkeypatch.setattr(bench, "run_cell", interrupt)
     with pytest.raises(KeyboardInterrupt):
         bench.main([*args, "--out", str(out)])
-    cut = read_rows(out)
+    cut = timed(read_rows(out))
     assert 0 < len(cut) < len(whole)
     monkeypatch.setattr(bench, "run_cell", run_cell)
     shown = bench.main([*args, "--out", str(out), "--show-partial"])  # reads the rows, runs nothing
     assert "engine:ar" in shown["summary"]["tokens_per_s"]
-    assert len(read_rows(out)) == len(cut)
+    assert len(timed(read_rows(out))) == len(cut)
     bench.main([*args, "--out", str(out)])
-    resumed = read_rows(out)
+    resumed = timed(read_rows(out))
     assert len(resumed) == len(whole)  # nothing ran twice
     assert drafted(resumed) == drafted(whole)
 

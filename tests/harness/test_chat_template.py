@@ -1,5 +1,6 @@
 """Chat templates (goose.harness.chat): the auto/true/false decision, the token ids on SmolLM2's real
-tokenizer (no double BOS), the presets stay raw, and the flag in every row and in the row's key."""
+tokenizer (no double BOS), the presets stay raw, and the flag in every row and in the row's key; a base
+model's plain instruction format (model.base_prompt_format) on chat benchmarks under auto, its own cell."""
 
 from __future__ import annotations
 
@@ -15,26 +16,38 @@ from transformers import AutoTokenizer
 from baselines.pld import PromptLookupDrafter
 from goose.engine.core.drafter import ARDrafter
 from goose.harness.benchmarks import BenchmarkError, bench_spec
-from goose.harness.chat import chat_text, decide_chat_template, encode_prompt
-from goose.harness.compose import compose_config
+from goose.harness.chat import (
+    BASE_PROMPT_FORMATS,
+    BaseFormat,
+    base_prompt_form,
+    chat_text,
+    decide_chat_template,
+    encode_prompt,
+)
+from goose.harness.compose import UserError, compose_config
 from goose.harness.models import gguf_cache_dir, load_model, locate_gguf
 from goose.harness.runner import Cell, run_cell
 from goose.records.results import cell_key, read_rows
-from tests.conftest import ROOT, model_spec
+from tests.conftest import ROOT, SHARED_DATA, model_spec
 from tests.toy_harness import one_thread, tiny_engine, toy_prompts  # noqa: F401
 
 TEXT = "Write a haiku about speculative decoding."
 
 
-@pytest.fixture(scope="module")
-def smollm2_tokenizer():
-    """SmolLM2-135M-Instruct's tokenizer, as `load_model` gives it: from the safetensors cache of
-    the dequantised GGUF file when it is there (no weights loaded), else through load_model."""
-    spec = model_spec("smollm2-135m")
+def offline_tokenizer(name: str):
+    """An offline model's tokenizer, as `load_model` gives it: from the safetensors cache of the
+    dequantised GGUF file when it is there (no weights loaded), else through load_model."""
+    spec = model_spec(name)
     cached = gguf_cache_dir(spec["name"], locate_gguf(spec["gguf_package"], spec["gguf_file"]))
     if cached.is_dir():
         return AutoTokenizer.from_pretrained(cached)
     return load_model(**spec).tokenizer
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer():
+    """SmolLM2-135M-Instruct's tokenizer."""
+    return offline_tokenizer("smollm2-135m")
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +93,7 @@ def test_decision_rejects_other_values(smollm2_tokenizer):
             decide_chat_template(bad, **kw)
 
 
-def decision_for(overrides: list[str], tokenizer) -> bool:
+def decision_for(overrides: list[str], tokenizer) -> bool | BaseFormat:
     """What run.py's job decides for a composed config (the tokenizer given)."""
     cfg = compose_config(overrides)
     spec = bench_spec(OmegaConf.to_container(cfg.bench))
@@ -91,6 +104,7 @@ def decision_for(overrides: list[str], tokenizer) -> bool:
         bench=spec.name,
         chat_bench=spec.chat,
         tokenizer=tokenizer,
+        base_format=cfg.model.get("base_prompt_format"),
     )[0]
 
 
@@ -99,7 +113,9 @@ def test_decision_on_the_shipped_configs(smollm2_tokenizer, no_template):
     assert decision_for(["model=smollm2-135m", "bench=alpaca"], smollm2_tokenizer) is True
     assert decision_for(["model=smollm2-135m", "bench=humaneval"], smollm2_tokenizer) is False
     assert decision_for(["model=smollm2-135m", "bench=gsm8k"], smollm2_tokenizer) is False
-    assert decision_for(["model=gemma3-270m", "bench=mtbench"], smollm2_tokenizer) is False  # base model
+    gemma = base_prompt_form("instruction_response")  # a base model: its plain instruction format
+    assert decision_for(["model=gemma3-270m", "bench=mtbench"], smollm2_tokenizer) == gemma
+    assert decision_for(["model=gemma3-270m", "bench=humaneval"], smollm2_tokenizer) is False
     assert decision_for(["model=vicuna-7b", "bench=mtbench"], no_template) is False  # no template
     assert decision_for(["bench=mtbench", "bench.chat_template=false"], smollm2_tokenizer) is False
     assert decision_for(["bench=humaneval", "bench.chat_template=true"], smollm2_tokenizer) is True
@@ -163,7 +179,7 @@ class ChatToyTokenizer:
         return "1 2 " + messages[0]["content"] + " 4"
 
 
-def run(tmp_path: Path, prompts, method: str, chat: bool) -> list[dict]:
+def run(tmp_path: Path, prompts, method: str, chat: bool | BaseFormat) -> list[dict]:
     make = PromptLookupDrafter if method == "pld" else ARDrafter
     cell = Cell("tiny", "toy", method, make().config(), 12, "float32", chat_template=chat)
     return run_cell(
@@ -205,3 +221,83 @@ def test_old_rows_without_the_field_read_as_raw(tmp_path):
     assert len(read_rows(tmp_path / "r.jsonl")) == 1
     run(tmp_path, prompts, "ar", chat=True)  # a templated run is a cell of its own
     assert len(read_rows(tmp_path / "r.jsonl")) == 2
+
+
+# ------------------------------------------------------------------ a base model's plain instruction format
+QA = BaseFormat("toy", "9 {prompt} 8")  # ChatToyTokenizer's ids: 9, the prompt's, 8
+
+
+@pytest.mark.parametrize(
+    "setting, instruct, chat_bench, expected",
+    [
+        ("auto", False, True, "format"),  # the one case: a base model on a chat benchmark
+        ("auto", False, False, False),  # a completion benchmark stays raw
+        ("auto", True, True, True),  # an instruct model gets its chat template, never the format
+        (False, False, True, False),  # false: raw, as in the paper
+        (True, False, True, True),  # true: the tokenizer's template, as before
+    ],
+)
+def test_the_base_format_applies_to_a_base_model_on_a_chat_bench_under_auto_only(
+    smollm2_tokenizer, setting, instruct, chat_bench, expected
+):
+    kw = {"model": "m", "instruct": instruct, "bench": "b", "chat_bench": chat_bench}
+    form, why = decide_chat_template(
+        setting, **kw, tokenizer=smollm2_tokenizer, base_format="instruction_response"
+    )
+    if expected == "format":
+        assert form == BaseFormat("instruction_response", BASE_PROMPT_FORMATS["instruction_response"])
+        assert "model.base_prompt_format=instruction_response" in why
+    else:
+        assert form is expected
+
+
+def test_an_unknown_base_format_names_the_field_the_value_and_the_valid_ones(smollm2_tokenizer):
+    message = (
+        r"model.base_prompt_format = 'chatml': not a base prompt format; valid ones: instruction_response"
+    )
+    with pytest.raises(UserError, match=message):
+        compose_config(["model=gemma3-270m", "model.base_prompt_format=chatml"])
+    kw = {"model": "m", "instruct": False, "bench": "b", "chat_bench": True, "tokenizer": smollm2_tokenizer}
+    with pytest.raises(BenchmarkError, match=message):
+        decide_chat_template("auto", **kw, base_format="chatml")
+
+
+def test_the_base_format_wraps_the_text_then_tokenizes_it_raw(smollm2_tokenizer):
+    form = base_prompt_form("instruction_response")
+    text = "Fill in {x} and {prompt} {"  # braces in a prompt stay as they are
+    assert form.apply(text) == f"### Instruction:\n{text}\n\n### Response:\n"
+    assert encode_prompt(smollm2_tokenizer, text, form) == smollm2_tokenizer(form.apply(text)).input_ids
+
+
+def test_a_formatted_run_is_a_cell_of_its_own_checked_against_its_own_ar(tmp_path):
+    prompts = toy_prompts(1)
+    raw = run(tmp_path, prompts, "pld", chat=False)
+    formatted = run(tmp_path, prompts, "pld", chat=QA)
+    assert len(read_rows(tmp_path / "r.jsonl")) == 4  # AR + PLD of each form: nothing resumed across forms
+    assert {(r["chat_template"], r["prompt_format"], r["chat_template_sha"]) for r in formatted} == {
+        (False, "9 {prompt} 8", None)
+    }
+    assert {r["prompt_format"] for r in raw} == {None}
+    by = {(r["method"], r["prompt_format"]): r for r in formatted + raw}
+    assert by[("ar", QA.template)]["prompt_tokens"] == by[("ar", None)]["prompt_tokens"] + 2
+    assert by[("pld", QA.template)]["lossless"] is True  # against the AR row of the formatted prompt
+    assert cell_key(by[("pld", QA.template)]) != cell_key(by[("pld", None)])
+    assert run(tmp_path, prompts, "pld", chat=QA) == formatted  # resumed from its own rows
+
+
+@pytest.mark.needs_shared(SHARED_DATA / "spec_bench" / "question.jsonl")
+def test_bench_chat_template_auto_puts_gemmas_spec_bench_prompts_in_its_format():
+    """`experiments.bench --chat-template auto` on the base Gemma-3-270M: Spec-Bench's prompts in its
+    model.base_prompt_format, tokenized raw (its tokenizer has no chat template); raw under false."""
+    from experiments.bench import load_prompts
+
+    tok = offline_tokenizer("gemma3-270m")
+    auto = load_prompts(tok, "gemma3-270m", ["spec_bench"], 2, str(SHARED_DATA), "auto")
+    raw = load_prompts(tok, "gemma3-270m", ["spec_bench"], 2, str(SHARED_DATA), "false")
+    form = base_prompt_form(model_spec("gemma3-270m")["base_prompt_format"])
+    assert [p.chat_template for p in auto] == [form, form] and [p.chat_template for p in raw] == [
+        False,
+        False,
+    ]
+    for a, r in zip(auto, raw, strict=True):
+        assert a.ids == tok(form.apply(a.prompt.text)).input_ids and r.ids == tok(a.prompt.text).input_ids

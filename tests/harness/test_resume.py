@@ -11,13 +11,13 @@ import dataclasses
 import json
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from baselines.pld import PromptLookupDrafter
+from goose.harness.compose import compose_config
 from goose.harness.runner import Cell, run_cell
 from goose.records.results import CELL_FIELDS, read_rows
-from tests.conftest import ROOT, bench_prompts
+from tests.conftest import bench_prompts
 from tests.toy_harness import ToyTokenizer, cell_of, one_thread, tiny_engine, toy_prompts  # noqa: F401
 
 METHODS = ("ar", "pld", "goose")
@@ -26,8 +26,7 @@ COMPARED = ("output_ids", "forward_calls")
 
 
 def factory(method: str):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose(config_name="config", overrides=[f"method={method}"])
+    cfg = compose_config([f"method={method}"])  # the run's schema registered, as run.py composes it
     return lambda: instantiate(cfg.method.drafter, _convert_="all")
 
 
@@ -109,3 +108,32 @@ def test_a_cell_differing_in_one_key_field_is_run_not_resumed(tmp_path, field, v
         run_cell(engine, ToyTokenizer(), prompts, cell, PromptLookupDrafter, out, log=lambda line: None)
     pld = [r for r in read_rows(out) if r["method"] == "pld"]
     assert [r[field] for r in pld] == [getattr(first, field)] * 2 + [value] * 2
+
+
+def test_a_results_file_of_other_code_refuses_a_resume_unless_the_mix_is_allowed(tmp_path):
+    """A row another code state wrote: run_cell refuses to add rows to its file (MixedCodeError, before any
+    generation); allowed on purpose, it runs and every row it writes says so."""
+    from goose.records.code_state import MixedCodeError, code_state
+    from goose.records.results import append_row
+
+    engine, prompts, out = tiny_engine(seed=3), toy_prompts(2, seed=3), tmp_path / "toy.jsonl"
+    cell = cell_of("pld", PromptLookupDrafter(), max_new=6)
+    foreign = {**cell.row_base(), "prompt_id": "elsewhere", "status": "ok", "code_state": "0123456789ab"}
+    append_row(out, foreign)
+    with pytest.raises(MixedCodeError, match="0123456789ab \\(1 rows\\); this code is " + code_state()):
+        run_cell(engine, ToyTokenizer(), prompts, cell, PromptLookupDrafter, out, log=lambda line: None)
+    assert len(read_rows(out)) == 1  # nothing ran
+    run_cell(
+        engine,
+        ToyTokenizer(),
+        prompts,
+        cell,
+        PromptLookupDrafter,
+        out,
+        log=lambda line: None,
+        allow_mixed_code=True,
+    )
+    written = read_rows(out)[1:]
+    assert len(written) == 4 and all(
+        r["allow_mixed_code"] and r["code_state"] == code_state() for r in written
+    )

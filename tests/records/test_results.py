@@ -53,6 +53,7 @@ KEY_FIELD_VALUES = {
     "max_new_tokens": (128, 256),
     "dtype": ("float32", "bfloat16"),
     "chat_template": (False, True),
+    "prompt_format": (None, "### Instruction:\n{prompt}\n\n### Response:\n"),
     "temperature": (0.0, 0.7),
     "top_p": (1.0, 0.9),
     "top_k": (0, 50),

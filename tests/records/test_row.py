@@ -20,11 +20,11 @@ from goose.records.row import (
     unknown_fields,
 )
 from goose.records.schema_doc import render
+from goose.records.seal import read_from, results_files
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = sorted((ROOT / "results" / "reference").rglob("*.jsonl")) + sorted(
-    (ROOT / "results" / "gpu").rglob("*.jsonl")
-)
+# the shipped results files, sealed or not (goose.records.seal)
+SHIPPED = results_files(ROOT / "results" / "reference") + results_files(ROOT / "results" / "gpu")
 
 OLD = {  # a row from before chat templates and sampling (version 0)
     "model": "m",
@@ -49,7 +49,7 @@ def test_an_old_row_migrates_to_the_current_schema():
     assert (
         cell_key(OLD)
         == cell_key(new)
-        == ("m", "b", "pld", "abc", "p0", 8, "float32", False, 0.0, 1.0, 0, "auto", None)
+        == ("m", "b", "pld", "abc", "p0", 8, "float32", False, None, 0.0, 1.0, 0, "auto", None)
     )
 
 
@@ -96,7 +96,7 @@ def test_cell_fields_are_documented_fields():
 def test_shipped_rows_are_current_and_documented():
     assert SHIPPED
     for path in SHIPPED:
-        for line in path.read_text().splitlines():
+        for line in read_from(path).splitlines():
             row = json.loads(line)
             assert row.get("schema_version") == SCHEMA_VERSION, path
             assert not unknown_fields(row), (path, unknown_fields(row))
@@ -105,3 +105,12 @@ def test_shipped_rows_are_current_and_documented():
 def test_records_doc_is_generated_from_the_schema():
     """Regenerate with `python -m goose.records.schema_doc > docs/records.md`."""
     assert (ROOT / "docs" / "records.md").read_text() == render()
+
+
+def test_a_row_from_before_prompt_format_keys_as_none():
+    """`prompt_format` joined the cell key within version 2: a version-2 row without it had no base-model
+    format, and keys (and reads) as the same cell as a current row with None."""
+    current = {**migrate_row(OLD), "prompt_format": None}
+    before = {k: v for k, v in current.items() if k != "prompt_format"}
+    assert migrate_row(before) is before and cell_key(before) == cell_key(current)
+    assert cell_key(before) != cell_key({**current, "prompt_format": "Q: {prompt}\nA:"})
