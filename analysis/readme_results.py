@@ -19,6 +19,7 @@ from analysis.load import BENCH_ORDER, Results, bench_name, cells, common_prompt
 from analysis.report import Output, Skip, cli
 from analysis.wall_clock import (
     code_note,
+    degenerate_note,
     machine,
     per_repeat_tokens_per_s,
     positions_note,
@@ -101,9 +102,11 @@ def wall_clock_table(name: str, folder: Path) -> list[str]:
         f"**{args.get('model')}, {record.get('dtype')}** (`results/protocol/{folder.name}`): "
         f"{len(record['per_prompt'])} prompts, {args.get('max_new_tokens')} new tokens, "
         f"{args.get('repeats')} interleaved repeats on {machine(record)}, {args.get('threads')} threads; "
-        f"{positions_note(record)}; {code_note(record)}.",
+        f"{positions_note(record)}; {degenerate_note(record)}; {code_note(record)}.",
         "",
-        "| contender | " + " | ".join(bench_name(b) for b in benches) + " | all prompts | output identical to AR |",
+        "| contender | "
+        + " | ".join(bench_name(b) for b in benches)
+        + " | all prompts | output identical to AR |",
         "|---|" + "---|" * (len(benches) + 2),
     ]
     identical = record["summary"]["identical_to_engine_ar"]
@@ -141,7 +144,10 @@ def block(res: Results) -> str:
     ]
     runs = canonical_runs(res.records_dir() / "protocol")
     if not runs:
-        lines += ["", f"(no canonical protocol run under `{res.records_dir() / 'protocol'}` yet: `make bench`)"]
+        lines += [
+            "",
+            f"(no canonical protocol run under `{res.records_dir() / 'protocol'}` yet: `make bench`)",
+        ]
     for name, folder in runs.items():
         lines += ["", *wall_clock_table(name, folder)]
     return "\n".join(lines) + "\n"

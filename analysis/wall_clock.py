@@ -25,6 +25,7 @@ from typing import Any
 from analysis.load import BENCH_ORDER, Results, bench_name
 from analysis.report import Output, Skip, cli, write_table
 from goose.records.code_state import code_states
+from goose.records.degenerate import row_degenerate
 from goose.records.results import read_rows
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -166,11 +167,17 @@ def record_from_rows(
             entry["near_tie"] = sum(1 for m in mismatches if m["near_tie"])
             entry["real"] = len(mismatches) - entry["near_tie"]
         identical[n] = entry
+    degenerate = [
+        {"bench": b, "prompt_id": pid}
+        for (b, pid), got in prompts.items()
+        if (ar := got.get(repeats[0], {}).get("engine:ar")) is not None and row_degenerate(ar)
+    ]
     environments = {}
     for r in sorted(rows, key=lambda r: r.get("timestamp", 0)):
         environments.setdefault((int(r["repeat"]), r.get("session_id")), r)
     return {
         "code_states": code_states(rows),
+        "degenerate": degenerate,
         "mixed_code_allowed": any(r.get("allow_mixed_code") for r in rows),
         "positions": run_positions(prompts, names),
         "args": protocol | {"repeats": len(repeats)},
@@ -311,7 +318,7 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
     template = {"true": "chat template", "auto": "chat template where the model has one"}.get(
         str(args.get("chat_template")).lower(), "raw prompts"
     )
-    order = "; ".join(filter(None, [positions_note(data), code_note(data)]))
+    order = "; ".join(filter(None, [positions_note(data), degenerate_note(data), code_note(data)]))
     protocol = (
         f"{args.get('model')} {data.get('dtype', args.get('dtype'))}, {prompts}, "
         f"{args.get('max_new_tokens')} new tokens, {template}; {machine(data)} with "
@@ -341,6 +348,20 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
         )
         rows = ratio_rows(overall, per_bench, "engine:ar", prompt_mean_ratios(same, "engine:ar"))
         out.append((f"wall_clock_{name}_same_text_vs_engine_ar", header, rows, caption))
+    kept = without_degenerate(data)
+    if kept is not None:
+        overall, per_bench = per_repeat_tokens_per_s(kept)
+        counts = Counter(p["bench"] for p in kept["per_prompt"])
+        header = ["contender", *[f"{bench_name(b)} (n = {counts[b]})" for b in per_bench], "all prompts"]
+        header += ["per-prompt mean"]
+        caption = (
+            f"Tokens/s over engine:ar without the {len(data['degenerate'])} degenerate prompts (engine AR's "
+            "output ran to max_new_tokens with more than half of its 4-grams repeated, "
+            f"goose.records.degenerate); median [min, max] over {args.get('repeats')} interleaved repeats; "
+            f"{RATIO_NOTE}: {protocol}"
+        )
+        rows = ratio_rows(overall, per_bench, "engine:ar", prompt_mean_ratios(kept, "engine:ar"))
+        out.append((f"wall_clock_{name}_nondegenerate_vs_engine_ar", header, rows, caption))
     identical = identity_rows(data)
     if identical:
         out.append(
@@ -400,6 +421,23 @@ def prompt_mean_ratios(record: dict, baseline: str) -> dict[str, list[float]]:
         for n in names
         if n != baseline
     }
+
+
+def degenerate_note(record: dict) -> str:
+    """How many prompts are degenerate (engine AR's output looped to max_new_tokens), as a caption says it."""
+    if "degenerate" not in record:
+        return ""
+    n, total = len(record["degenerate"]), len(record["per_prompt"])
+    return f"{n} of {total} prompts degenerate" + (" (a table without them follows)" if n else "")
+
+
+def without_degenerate(record: dict) -> dict | None:
+    """The record without its degenerate prompts; None when it has none (or none would be left)."""
+    drop = {(d["bench"], str(d["prompt_id"])) for d in record.get("degenerate") or []}
+    if not drop or "engine:ar" not in record["summary"]["tokens_per_s"]:
+        return None
+    kept = [p for p in record["per_prompt"] if (p["bench"], str(p["prompt_id"])) not in drop]
+    return {**record, "per_prompt": kept} if kept else None
 
 
 def same_text(record: dict) -> dict | None:

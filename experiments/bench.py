@@ -95,6 +95,7 @@ from goose.harness.job import auto_budget  # noqa: E402
 from goose.harness.models import LoadedModel  # noqa: E402
 from goose.harness.runner import Cell, SamplingPlan, environment, run_cell  # noqa: E402
 from goose.records.code_state import MixedCodeError, check_one_code_state, code_state  # noqa: E402
+from goose.records.degenerate import degenerate_fields  # noqa: E402
 from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields  # noqa: E402
 from goose.records.results import append_row, cell_key, read_rows, results_path  # noqa: E402
 from goose.records.seal import seal_tree  # noqa: E402
@@ -331,9 +332,7 @@ def hf_contender(model: Any, eos: list[int], method: str, **generate_kwargs: Any
         path = setting.results_file(repeat, p.bench)
         sample_seed, seed = _sequence_seed(setting.plan, setting.sampling, p.prompt_id)
         sample = {"prompt_id": p.prompt.prompt_id, "sample_seed": sample_seed}
-        on_disk = {
-            cell_key(r): r for r in read_rows(path) if r.get("status") == "ok"
-        }
+        on_disk = {cell_key(r): r for r in read_rows(path) if r.get("status") == "ok"}
         if (key := cell_key({**cell.row_base(), **sample})) in on_disk:
             return on_disk[key]
         ar_key = cell_key({**setting.cell(p, "ar", {}).row_base(), **sample})
@@ -361,6 +360,7 @@ def hf_contender(model: Any, eos: list[int], method: str, **generate_kwargs: Any
             out = _generate(model, p.ids, setting.max_new_tokens, eos, seed, kwargs)
             row |= {"generated_tokens": len(out[0]), "wall_time_s": out[1], "output_ids": out[0]}
             row["tokens_per_s"] = len(out[0]) / out[1] if out[1] else 0.0
+            row |= degenerate_fields(row)
             row |= _lossless(setting, p, out[0], reference, seed)
             row["status"] = "ok"
         except (RuntimeError, ValueError) as exc:  # a failed prompt is recorded, not fatal
@@ -550,7 +550,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         check_contenders(args.contenders, args.sampling, args.overrides, model=args.model)
     except (ValueError, UserError) as exc:
         ap.error(str(exc))
-    args.out = Path(args.out or ROOT / "results" / "runs" / "bench" / "_".join(filter(None, [args.model, args.dtype])))
+    args.out = Path(
+        args.out or ROOT / "results" / "runs" / "bench" / "_".join(filter(None, [args.model, args.dtype]))
+    )
     return args
 
 

@@ -43,6 +43,7 @@ from goose.harness.rows import SESSION_ID, TreeSampler, environment, generation_
 from goose.harness.run_state import RunStateStore
 from goose.harness.verdicts import divergence_verdict, lossless_fields, near_tie_threshold, row_verdict
 from goose.records.code_state import check_one_code_state
+from goose.records.degenerate import degenerate_fields
 from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields
 from goose.records.results import append_row, cell_key
 from goose.records.row import SCHEMA_VERSION
@@ -284,6 +285,7 @@ def _run_one(
             seed=draw.sequence_seed,
         )
         row.update(generation_row(gen))
+        row.update(degenerate_fields(row))
         row["sample_tree"] = sample_tree(sampler.trees)
         verdict = row_verdict(
             engine,

@@ -987,3 +987,27 @@ def test_the_self_draft_cost_table_splits_its_time_against_ar_sampling(grid, tmp
         "2.00",
         "2.00",
     ]
+
+
+def test_degenerate_prompts_are_counted_and_a_table_without_them_is_written(tmp_path):
+    """A prompt whose engine AR output ran to max_new_tokens repeating itself (GSM8K here: 60 tokens of
+    one id at max_new_tokens 60) is counted in every caption, and a table without it compares the rest."""
+    from analysis import wall_clock
+    from goose.records.results import read_rows
+
+    run = write_bench_rows(tmp_path)
+    out = tmp_path / "fig"
+    files = {p.name for p in wall_clock.build(records(tmp_path), out).files}
+    assert not any("nondegenerate" in f for f in files)
+    assert "0 of 2 prompts degenerate" in (out / "wall_clock_bfloat16_vs_engine_ar.md").read_text()
+    for path in run.glob("repeat*/smollm2-135m/gsm8k.jsonl"):
+        rows = read_rows(path)
+        path.unlink()
+        for r in rows:
+            append_row(path, {**r, "max_new_tokens": 60})
+    wall_clock.build(records(tmp_path), out)
+    assert "1 of 2 prompts degenerate" in (out / "wall_clock_bfloat16_vs_engine_ar.md").read_text()
+    table = (out / "wall_clock_bfloat16_nondegenerate_vs_engine_ar.md").read_text()
+    goose = next(line for line in table.splitlines() if line.startswith("| engine:goose:auto"))
+    # HumanEval alone: repeats 4.0, 1.5, 2.0 in every column
+    assert goose == "| engine:goose:auto | 2.00 [1.50, 4.00] | 2.00 [1.50, 4.00] | 2.00 [1.50, 4.00] |"
