@@ -8,7 +8,11 @@ one with several cells (configs, prompt forms, sampling settings, lengths) write
 `<method>/<tag>/`, tag = config hash, max_new_tokens, dtype, raw|chat, T/top-p/top-k. `index.json`
 lists every profile with its checks. Each profile is checked (`goose.records.acceptance.
 validate_profile`: 1 + Σ marginal = mean acceptance length within 0.02, monotone marginals, and
-the histogram's mean); the exit status is 1 when a check fails. No torch.
+the histogram's mean, which hold by construction when all come from one histogram; and
+`counter_check`, the informative one: each row's steps = forward calls - 1 and its committed tokens =
+generated tokens, the EOS step's cut counted as documented there); the exit status is 1 when a check
+fails. Duplicated rows (one cell key twice) count once, so the export is the same with or without them.
+No torch.
 
 `--only field=value` (repeatable) keeps the cells whose setting field has that value (e.g.
 `--only temperature=0 --only chat_template=false`: greedy, raw prompts); `--show` prints each
@@ -25,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from goose.records.acceptance import speculation_profile, validate_profile
+from goose.records.acceptance import counter_check, speculation_profile, validate_profile
 from goose.records.results import cell_key, read_rows
 from goose.records.row import CELL_FIELDS, migrate_row
 
@@ -174,6 +178,9 @@ def export(
             folder = folder / tag(setting)
         profile = cell_profile(setting, rows)
         check = validate_profile(profile)
+        counters = counter_check(rows)  # the rows' own counters: the informative check
+        profile.setdefault("validation", {})["row_counters"] = counters
+        check["passed"] = check["passed"] and counters["passed"]
         if verbose:
             print(show(profile))
         folder.mkdir(parents=True, exist_ok=True)

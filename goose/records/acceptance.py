@@ -237,6 +237,35 @@ def speculation_profile(
     return profile
 
 
+def counter_check(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Checks from each row's own counters, which `consistency_check` (a tail-sum identity, true of any one
+    histogram) cannot fail: a row's verification steps are its forward calls less the prefill
+    (len(step_accepted) = forward_calls - 1), and its tokens are the prefill's one plus each step's
+    accepted drafts and bonus token, 1 + Σ (accepted + 1) = generated_tokens, except that a row that ended
+    at EOS before max_new_tokens drops the tokens its last step committed after the EOS (at most that step's
+    accepted + 1; a row that ran to max_new_tokens drops none, its last tree is cut to the tokens still
+    wanted). Returns the rows checked and those that fail, by prompt."""
+    checked, violations = 0, []
+    for r in _ok(rows):
+        accepted = _ints(r.get("step_accepted"))
+        if r.get("step_accepted") is None or r.get("forward_calls") is None:
+            continue
+        checked += 1
+        excess = 1 + sum(a + 1 for a in accepted) - int(r["generated_tokens"])
+        ended_early = r.get("stop") == "eos" or int(r["generated_tokens"]) < int(r.get("max_new_tokens") or 0)
+        allowed = (accepted[-1] + 1 if accepted else 0) if ended_early else 0
+        if len(accepted) != int(r["forward_calls"]) - 1 or not 0 <= excess <= allowed:
+            violations.append(
+                {
+                    "prompt_id": str(r.get("prompt_id")),
+                    "steps": len(accepted),
+                    "forward_calls": r["forward_calls"],
+                    "committed_minus_generated": excess,
+                }
+            )
+    return {"rows": checked, "violations": violations, "passed": not violations}
+
+
 def validate_profile(profile: dict[str, Any], tolerance: float = TOLERANCE) -> dict[str, Any]:
     """Re-run both checks on a profile's published fields, and check that its histogram gives its mean."""
     marginal = [float(x) for x in profile.get("marginal_accept_rates") or []]

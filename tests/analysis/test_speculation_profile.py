@@ -81,3 +81,57 @@ def test_only_and_show(tmp_path, capsys):
     assert "acceptance-length histogram" in printed and "per request" in printed
     assert sp.main([*args, "--only", "chat_template=true"]) == 0
     assert [e["chat_template"] for e in json.loads((out / "index.json").read_text())] == [True]
+
+
+def counted(
+    prompt: str,
+    accepted: list[int],
+    generated: int,
+    calls: int,
+    stop: str = "max_new_tokens",
+    max_new: int = 8,
+) -> dict:
+    return {
+        "prompt_id": prompt,
+        "status": "ok",
+        "step_accepted": accepted,
+        "generated_tokens": generated,
+        "forward_calls": calls,
+        "max_new_tokens": max_new,
+        "stop": stop,
+    }
+
+
+def test_the_row_counters_check_steps_and_committed_tokens_exactly():
+    from goose.records.acceptance import counter_check
+
+    # 1 (prefill) + (2+1) + (3+1) = 8 tokens in 2 steps after the prefill: 3 forward calls
+    assert counter_check([counted("a", [2, 3], 8, 3)]) == {"rows": 1, "violations": [], "passed": True}
+    # an EOS inside the last step's path drops what came after it: 1 + 3 + 4 - 6 = 2 <= 3 + 1
+    assert counter_check([counted("b", [2, 3], 6, 3, stop="eos")])["passed"]
+    # a step left out of the counters (forward calls 4 for 2 steps), a token lost at max_new_tokens
+    bad = counter_check([counted("c", [2, 3], 8, 4), counted("d", [2, 3], 7, 3, max_new=7)])
+    assert [v["prompt_id"] for v in bad["violations"]] == ["c", "d"] and not bad["passed"]
+    assert bad["violations"][1]["committed_minus_generated"] == 1
+    # more dropped at EOS than the last step committed
+    assert not counter_check([counted("e", [2, 0], 2, 3, stop="eos")])["passed"]
+
+
+def test_the_export_is_the_same_with_duplicated_rows(tmp_path):
+    """A results file holding one cell's rows twice (a cell re-run into the same file) exports the same
+    profiles: the first row of each cell key counts, once."""
+    from goose.records.results import append_row, read_rows
+
+    rows = read_rows(SHIPPED)[:40]
+    once, twice = tmp_path / "once" / "smollm2-135m", tmp_path / "twice" / "smollm2-135m"
+    for r in rows:
+        append_row(once / "mtbench.jsonl", r)
+    for r in rows + rows:
+        append_row(twice / "mtbench.jsonl", r)
+    a = sp.export(tmp_path / "once", tmp_path / "out_once")
+    b = sp.export(tmp_path / "twice", tmp_path / "out_twice")
+    assert a == b and a
+    for entry in a:
+        first = (tmp_path / "out_once" / entry["path"]).read_text()
+        assert first == (tmp_path / "out_twice" / entry["path"]).read_text()
+        assert json.loads(first)["validation"]["row_counters"]["passed"]
