@@ -172,9 +172,8 @@ def build(res: Results, out: Path, readme: Path | None = None) -> Output:
     if readme.is_file() and Path(res.source).resolve() == (readme.parent / "results" / "reference").resolve():
         before = readme.read_text()
         after = splice(before, text)
-        if after != before:
+        if after != before:  # no note: the figures' index must not depend on what was there before
             readme.write_text(after)
-            output.notes.append(f"{readme.name}: results block regenerated")
     return output
 
 

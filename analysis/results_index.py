@@ -127,9 +127,8 @@ def build(res: Results, out: Path) -> Output:
     path.write_text(text)
     output = Output(files=[path])
     target = records / "README.md"
-    if not target.exists() or target.read_text() != text:
+    if not target.exists() or target.read_text() != text:  # no note, as in readme_results
         target.write_text(text)
-        output.notes.append(f"{target} regenerated")
     return output
 
 

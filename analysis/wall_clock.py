@@ -335,33 +335,23 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
         header = ["contender", *[bench_name(b) for b in benches], "all prompts", "per-prompt mean"]
         rows = ratio_rows(overall, per_bench, baseline, prompt_mean_ratios(data, baseline))
         out.append((f"wall_clock_{name}_vs_{baseline.replace(':', '_')}", header, rows, caption))
-    same = same_text(data)
-    if same is not None:
-        overall, per_bench = per_repeat_tokens_per_s(same)
-        counts = Counter(p["bench"] for p in same["per_prompt"])
-        header = ["contender", *[f"{bench_name(b)} (n = {counts[b]})" for b in per_bench], "all prompts"]
-        header += ["per-prompt mean"]
-        caption = (
-            "Tokens/s over engine:ar on the prompts where every contender's output is engine:ar's (first "
-            "repeat), so that all of them generate the same text there; median [min, max] over "
-            f"{args.get('repeats')} interleaved repeats; {RATIO_NOTE}: {protocol}"
-        )
-        rows = ratio_rows(overall, per_bench, "engine:ar", prompt_mean_ratios(same, "engine:ar"))
-        out.append((f"wall_clock_{name}_same_text_vs_engine_ar", header, rows, caption))
-    kept = without_degenerate(data)
-    if kept is not None:
-        overall, per_bench = per_repeat_tokens_per_s(kept)
-        counts = Counter(p["bench"] for p in kept["per_prompt"])
-        header = ["contender", *[f"{bench_name(b)} (n = {counts[b]})" for b in per_bench], "all prompts"]
-        header += ["per-prompt mean"]
-        caption = (
-            f"Tokens/s over engine:ar without the {len(data['degenerate'])} degenerate prompts (engine AR's "
-            "output ran to max_new_tokens with more than half of its 4-grams repeated, "
-            f"goose.records.degenerate); median [min, max] over {args.get('repeats')} interleaved repeats; "
-            f"{RATIO_NOTE}: {protocol}"
-        )
-        rows = ratio_rows(overall, per_bench, "engine:ar", prompt_mean_ratios(kept, "engine:ar"))
-        out.append((f"wall_clock_{name}_nondegenerate_vs_engine_ar", header, rows, caption))
+    subsets = (
+        (
+            same_text(data),
+            "same_text",
+            "on the prompts where every contender's output is engine:ar's (first repeat), so that all of "
+            "them generate the same text there",
+        ),
+        (
+            without_degenerate(data),
+            "nondegenerate",
+            f"without the {len(data.get('degenerate') or [])} degenerate prompts (engine AR's output ran to "
+            "max_new_tokens with more than half of its 4-grams repeated, goose.records.degenerate)",
+        ),
+    )
+    for subset, label, which in subsets:
+        if subset is not None:
+            out.append(subset_table(subset, f"wall_clock_{name}_{label}_vs_engine_ar", which, protocol))
     identical = identity_rows(data)
     if identical:
         out.append(
@@ -375,6 +365,23 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
             )
         )
     return out
+
+
+def subset_table(
+    subset: dict, stem: str, which: str, protocol: str
+) -> tuple[str, list[str], list[list[str]], str]:
+    """The table over engine:ar of a record restricted to some prompts (`which` says which, in the
+    caption), with each benchmark's prompt count in its column head."""
+    overall, per_bench = per_repeat_tokens_per_s(subset)
+    counts = Counter(p["bench"] for p in subset["per_prompt"])
+    header = ["contender", *[f"{bench_name(b)} (n = {counts[b]})" for b in per_bench], "all prompts"]
+    header += ["per-prompt mean"]
+    caption = (
+        f"Tokens/s over engine:ar {which}; median [min, max] over {subset['args'].get('repeats')} interleaved "
+        f"repeats; {RATIO_NOTE}: {protocol}"
+    )
+    rows = ratio_rows(overall, per_bench, "engine:ar", prompt_mean_ratios(subset, "engine:ar"))
+    return stem, header, rows, caption
 
 
 def ratio_rows(
