@@ -233,7 +233,9 @@ def build(res: Results, out: Path) -> Output:
         ],
     )
     files += _figure(g, out)
-    shapes = write_shape_tables(res.records_dir() / "studies" / "delayed_shape", out)  # the delayed shape per setting
+    shapes = write_shape_tables(
+        res.records_dir() / "studies" / "delayed_shape", out
+    )  # the delayed shape per setting
     return Output(files + ([shapes] if shapes else []))
 
 
