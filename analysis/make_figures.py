@@ -86,7 +86,6 @@ STUDY_FOLDERS = {  # scripts that serve one study write into its folder, as resu
     "hw_tree_sizing": "studies/hw_tree",
     "step_cost_in_run": "studies/hw_tree",
     "verifier_eval": "studies/verifiers",
-    "spec_bench_table": "studies/spec_bench_v0",
 }
 
 

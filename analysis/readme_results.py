@@ -51,6 +51,12 @@ CONTENDER_NAMES = {
     "engine:suffix:auto": "SuffixDecoding, budget=auto",
     "engine:pld": "PLD",
     "engine:tr:auto": "Token Recycling, budget=auto",
+    "engine:sam:auto": "SAM-Decoding, budget=auto",
+    "engine:rest": "REST",
+    "engine:lookahead": "Lookahead",
+    "engine:logitspec": "LogitSpec",
+    "engine:hierarchy": "Hierarchy Drafting",
+    "engine:source_select": "source selection",
     "hf:greedy": "transformers `generate`",
     "hf:pld": "transformers prompt lookup",
 }

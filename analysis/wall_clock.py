@@ -315,7 +315,7 @@ def tables(name: str, data: dict) -> list[tuple[str, list[str], list[list[str]],
     benches = list(per_bench)
     forward = f", forward {data['forward']}" if data.get("forward") else ""
     prompts = prompts_label(data)
-    template = {"true": "chat template", "auto": "chat template where the model has one"}.get(
+    template = {"true": "chat template", "auto": "chat template, or a base model's instruction format"}.get(
         str(args.get("chat_template")).lower(), "raw prompts"
     )
     order = "; ".join(filter(None, [positions_note(data), degenerate_note(data), code_note(data)]))
@@ -435,7 +435,9 @@ def degenerate_note(record: dict) -> str:
     if "degenerate" not in record:
         return ""
     n, total = len(record["degenerate"]), len(record["per_prompt"])
-    return f"{n} of {total} prompts degenerate" + (" (a table without them follows)" if n else "")
+    return f"{n} of {total} prompts degenerate" + (
+        " (the run's `*_nondegenerate_*` table leaves them out)" if n else ""
+    )
 
 
 def without_degenerate(record: dict) -> dict | None:
