@@ -33,10 +33,12 @@ PROTOCOL_FLAGS = ("model", "dtype", "benches", "limit", "repeats", "methods", "h
 
 def bench_command(protocol: dict[str, Any], folder: str) -> str:
     """The `experiments.bench` command a run's rows record (`bench_protocol`), as one line."""
+    empty = '""'  # an empty value, e.g. --hf "" (no transformers contender), as a shell reads it
     flags = [
-        f"--{k.replace('_', '-')} {protocol[k]!s}" for k in PROTOCOL_FLAGS if protocol.get(k) is not None
+        f"--{k.replace('_', '-')} {str(protocol[k]) or empty}"
+        for k in PROTOCOL_FLAGS
+        if protocol.get(k) is not None
     ]
-    flags = [f.replace("--hf ", '--hf ""') if f == "--hf " else f for f in flags]
     if protocol.get("chat_template") not in (None, "false"):
         flags.append(f"--chat-template {protocol['chat_template']}")
     if protocol.get("per_category"):

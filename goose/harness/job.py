@@ -31,9 +31,9 @@ from goose.harness.compose import (  # UserError: re-exported for callers of run
 )
 from goose.harness.runner import Cell, SamplingPlan, run_cell
 from goose.records.acceptance import acceptance_summary
-from goose.records.code_state import MixedCodeError, check_one_code_state, code_state
+from goose.records.code_state import MixedCodeError
 from goose.records.metrics import cell_summary, format_table
-from goose.records.results import read_rows, results_path
+from goose.records.results import results_path
 
 
 def latency_table(
@@ -168,11 +168,17 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
             engine, cfg.get("budget_profile"), cfg.get("budget_kv_lens") or ()
         )
         in_run = bool(cfg.get("budget_in_run_cost", False))
-        drafter = wrap_auto_budget(drafter, engine, latency=table, in_run_cost=in_run)
+
+        def sized(d: Drafter) -> Drafter:
+            return wrap_auto_budget(d, engine, latency=table, in_run_cost=in_run)
+
+        drafter = sized(drafter)
         method = f"{method}_auto"
-        throwaway = lambda: wrap_auto_budget(build_drafter(cfg), engine, latency=table, in_run_cost=in_run)  # noqa: E731
     else:
-        throwaway = lambda: build_drafter(cfg)  # noqa: E731
+
+        def sized(d: Drafter) -> Drafter:
+            return d
+
     cell = Cell(
         loaded.label,
         bench.name,
@@ -191,28 +197,30 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         f"{describe_sampling(sampling, plan)} "
         f"-> {out_file}"
     )
-    allow_mixed = bool(cfg.get("allow_mixed_code", False))
-    if out_file.exists() or out_file.with_name(out_file.name + ".xz").exists():
-        try:
-            check_one_code_state(read_rows(out_file), code_state(), str(out_file), allow_mixed)
-        except MixedCodeError as exc:
-            raise UserError(str(exc)) from None
+    throwaway = lambda: sized(build_drafter(cfg))  # noqa: E731
     warm_up_paths(engine, [throwaway, ARDrafter], prompts, loaded.tokenizer, chat, sampling)
     t0 = time.perf_counter()
-    rows = run_cell(
-        engine,
-        loaded.tokenizer,
-        prompts,
-        cell,
-        drafter,
-        out_file,
-        extra={"bench_source": source, "experiment": cfg.get("experiment"), "forward": engine.forward_name}
-        | ({"budget_latency": latency_record} if latency_record else {})
-        | loaded.provenance,
-        progress=False if _parallel_launcher() else None,
-        plan=plan,
-        allow_mixed_code=allow_mixed,
-    )
+    try:
+        rows = run_cell(
+            engine,
+            loaded.tokenizer,
+            prompts,
+            cell,
+            drafter,
+            out_file,
+            extra={
+                "bench_source": source,
+                "experiment": cfg.get("experiment"),
+                "forward": engine.forward_name,
+            }
+            | ({"budget_latency": latency_record} if latency_record else {})
+            | loaded.provenance,
+            progress=False if _parallel_launcher() else None,
+            plan=plan,
+            allow_mixed_code=bool(cfg.get("allow_mixed_code", False)),
+        )
+    except MixedCodeError as exc:  # refused before any prompt ran: the file holds rows of other code
+        raise UserError(str(exc)) from None
     ar_rows = [r for r in rows if r["method"] == "ar"]
     method_rows = [r for r in rows if r["method"] == method]
     summaries = {"ar": cell_summary(ar_rows, ar_rows)}

@@ -16,7 +16,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from goose.records.results import replace_atomically as _replace_atomically
+from goose.records.seal import replace_atomically as _replace_atomically
 
 
 def dump_atomically(path: Path, obj: Any) -> None:

@@ -53,10 +53,8 @@ def is_degenerate(
 ) -> bool:
     """Ran to `max_new_tokens` with more than DEGENERATE_SHARE of its 4-grams repeats; `generated_tokens`
     defaults to the output's length."""
-    generated = len(output_ids) if generated_tokens is None else generated_tokens
-    return (
-        hit_max_new_tokens(generated, max_new_tokens) and repeated_4gram_share(output_ids) > DEGENERATE_SHARE
-    )
+    row = {"output_ids": output_ids, "max_new_tokens": max_new_tokens, "generated_tokens": generated_tokens}
+    return degenerate_fields(row)["degenerate"]
 
 
 def degenerate_fields(row: dict[str, Any]) -> dict[str, Any]:

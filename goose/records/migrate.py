@@ -13,11 +13,12 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from goose.records.results import encode_row, replace_atomically
+from goose.records.results import encode_row
 from goose.records.seal import (
     append_lock,
     finish_pending,
     read_from,
+    replace_atomically,
     results_files,
     sealed_path,
     store_sealed,

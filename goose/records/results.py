@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -144,16 +143,3 @@ def results_path(out_dir: str | Path, model: str, bench: str) -> Path:
     """Where rows of (model, bench) live: <out_dir>/<model>/<bench>.jsonl (and, once sealed, the
     .jsonl.xz beside it)."""
     return Path(out_dir) / model / f"{bench}.jsonl"
-
-
-def replace_atomically(path: Path, payload: bytes) -> None:
-    """Write `payload` to `path` through a temporary file and a rename: never a torn file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -172,8 +172,10 @@ def read_from(path: str | Path, offset: int = 0) -> bytes:
                 fh.close()
 
 
-def _write_durably(path: Path, payload: bytes) -> None:
-    """Write `payload` to `path` whole or not at all: a temporary file, fsynced, renamed into place."""
+def replace_atomically(path: Path, payload: bytes) -> None:
+    """Write `payload` to `path` whole or not at all: a temporary file, fsynced, renamed into place (never a
+    torn file: results files, their sealed parts, the runner's checkpoints)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -213,7 +215,7 @@ def store_sealed(path: str | Path, logical: bytes) -> None:
     if lzma.decompress(payload) != logical:  # never remove a tail whose rows are not safely sealed
         raise OSError(f"{sealed}: the compressed rows do not read back")
     pending = pending_path(path)
-    _write_durably(pending, payload)
+    replace_atomically(pending, payload)
     tail_path(path).unlink(missing_ok=True)
     os.replace(pending, sealed)
 
@@ -232,7 +234,7 @@ def copy_results_file(src: str | Path, dst: str | Path) -> Path:
     with append_lock(dst):
         for part in part_paths(dst):
             part.unlink()
-        _write_durably(dst, read_from(src))
+        replace_atomically(dst, read_from(src))
     return dst
 
 
@@ -256,7 +258,7 @@ def write_json_xz(path: str | Path, document: Any) -> Path:
     path = Path(path)
     packed = path.with_name(path.name + SEALED_SUFFIX)
     packed.parent.mkdir(parents=True, exist_ok=True)
-    _write_durably(packed, lzma.compress(json.dumps(document).encode(), preset=PRESET))
+    replace_atomically(packed, lzma.compress(json.dumps(document).encode(), preset=PRESET))
     path.unlink(missing_ok=True)
     return packed
 

@@ -138,3 +138,17 @@ def test_budget_profile_makes_auto_runs_reproducible(tmp_path, run):
         "sizes": [1, 2, 8, 32, 128],
         "seconds": [0.02, 0.03, 0.032, 0.045, 0.12],
     }
+
+
+def test_a_results_file_of_other_code_is_refused_with_a_paragraph_and_left_as_it_was(tmp_path, run):
+    """run.py on a results file that another code state wrote: exit 2, the runner's MixedCodeError as one
+    paragraph, no traceback, no row added."""
+    from goose.records.results import append_row, read_rows
+
+    rows = tmp_path / "results" / "smollm2-135m" / "humaneval.jsonl"
+    append_row(rows, {"method": "ar", "prompt_id": "x", "status": "ok", "code_state": "0123456789ab"})
+    proc = run("method=pld", "budget=fixed", "bench.limit=1", "max_new_tokens=4")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "holds rows of another code state: 0123456789ab (1 rows)" in proc.stderr
+    assert "allow_mixed_code=true" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(read_rows(rows)) == 1
