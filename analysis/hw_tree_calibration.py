@@ -1,4 +1,4 @@
-"""Calibration of the hardware-aware tree's acceptance estimates (baselines/hw_tree.py): predicted against
+"""Calibration of the hardware-aware tree's acceptance estimates (baselines/hw_tree/): predicted against
 observed acceptance of the verified nodes, per tenth of the predicted P(path accepted).
 
 Each hw_tree row carries, in its drafter stats, per bin of the predicted probability the verified drafted

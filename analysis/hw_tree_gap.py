@@ -1,5 +1,5 @@
 """Where the wall-clock gap between a tree method and its own sources comes from (the hardware-aware tree's
-question, baselines/hw_tree.py): per run × model × bench × method, τ, the mean verified tree, the step's
+question, baselines/hw_tree/): per run × model × bench × method, τ, the mean verified tree, the step's
 time split and what the size rule cut.
 
 Methods: Goose (also with a run-long table), SuffixDecoding, OPT-Tree and Token Recycling under budget=auto

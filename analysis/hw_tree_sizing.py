@@ -1,4 +1,4 @@
-"""The hardware-aware tree's size rule against its outcomes (baselines/hw_tree.py; Sequoia §3.3's b* =
+"""The hardware-aware tree's size rule against its outcomes (baselines/hw_tree/; Sequoia §3.3's b* =
 argmax E[committed | b] / t(b)): per bucket of the verified size b, what the rule predicted the drafted nodes
 would accept, what they accepted, and what the tree's first half (the ⌈b/2⌉ nodes a smaller tree would
 have kept) accepted, with the tokens committed per millisecond of the cost curve for both.
@@ -6,7 +6,7 @@ have kept) accepted, with the tokens committed per millisecond of the cost curve
 The estimates can be right on average and still overrate the steps the rule grows: a larger tree is chosen
 where its estimate looks high. Where the first half commits more per curve millisecond than the whole
 tree, the second half did not pay for itself even by the rule's own curve. Rows: hw_tree rows at T = 0
-with the drafter stats `hw_size_*` (baselines.hw_tree_acceptance.SizeOutcomes), from the `make bench` runs
+with the drafter stats `hw_size_*` (baselines.hw_tree.acceptance.SizeOutcomes), from the `make bench` runs
 under <records>/bench/ and --results.
 """
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from baselines.isotropic import AdjacencyDrafter, prev_of_anchor
+from baselines.shared.adjacency_drafter import AdjacencyDrafter, prev_of_anchor
 from goose.engine.core.tree import BRANCH, DraftTree
 from goose.method.config import CandidatePoolConfig
 

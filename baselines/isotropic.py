@@ -14,16 +14,11 @@ from typing import Any
 
 import torch
 
-from goose.engine.core.drafter import Drafter, VerifyOutcome
+from baselines.shared.adjacency_drafter import AdjacencyDrafter, prev_of_anchor
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree
-from goose.method.compat import HARNESS, CompatRules, check_compat, rules_for
+from goose.method.compat import check_compat, rules_for
 from goose.method.config import CandidatePoolConfig, GooseConfig
-from goose.sources.adjacency import AdjacencyTable
 from goose.sources.context_matcher import ContextMatcher
-
-
-def prev_of_anchor(committed: list[int]) -> int | None:
-    return committed[-2] if len(committed) >= 2 else None
 
 
 @dataclass(frozen=True)
@@ -38,53 +33,6 @@ class IsotropicConfig(CandidatePoolConfig):
     def _validate(self) -> None:
         super()._validate()
         check_compat(self.owner_name(), self.compat)
-
-
-class AdjacencyDrafter(Drafter):
-    """Shared state of the drafters reading a per-prompt adjacency table (iso, eagle2, OPT-Tree): allocated in
-    `begin`, reset per prompt, seeded from the prefill if `prefill_harvest`, updated from every node. `cfg`
-    (validated when built) holds the hyperparameters; each field is also an attribute.
-    """
-
-    def __init__(self, name: str, cfg: CandidatePoolConfig) -> None:
-        super().__init__(name=name)
-        self.cfg = cfg
-        for key in cfg.field_names():
-            setattr(self, key, getattr(cfg, key))
-        self.table: AdjacencyTable | None = None
-        self._prev_anchor: int | None = None
-        self.rules: CompatRules = HARNESS  # compat rules (goose.method.compat); subclasses may set them
-
-    @property
-    def needs_prefill_logits(self) -> bool:  # type: ignore[override]
-        return self.prefill_harvest
-
-    def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
-        super().begin(prompt_ids, prefill_logits)
-        vocab = prefill_logits.shape[-1]
-        half = self.rules.fp16_unigram_scores
-        if self.table is None or self.table.vocab_size != vocab or self.table.half_unigram_scores != half:
-            self.table = AdjacencyTable(
-                vocab, self.k, use_scores=True, use_bigram=self.use_bigram, half_unigram_scores=half
-            )
-        else:
-            self.table.reset()
-        if self.prefill_harvest:
-            self.table.update_from_prefill(prompt_ids, prefill_logits)
-        self._prev_anchor = None
-
-    def successors(self, token: int, prev: int | None) -> tuple[list[int], list[float]]:
-        assert self.table is not None, "begin() must be called before propose()"
-        return self.table.successors(token, prev if self.use_bigram else None, self.min_score)
-
-    def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
-        """Every node's logits into the table; the root's bigram (previous anchor, anchor) too,
-        except from tree cycles without `rules.tree_root_bigram` (compat=authors)."""
-        if self.table is not None:
-            root_prev = self._prev_anchor
-            if not self.rules.tree_root_bigram and self.route == "tree":
-                root_prev = None
-            self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, root_prev)
 
 
 class IsotropicDrafter(AdjacencyDrafter):

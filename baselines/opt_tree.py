@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from baselines.isotropic import AdjacencyDrafter, prev_of_anchor
+from baselines.shared.adjacency_drafter import AdjacencyDrafter, prev_of_anchor
 from goose.engine.budget.auto_budget import MAX_DEPTH_BUCKET, MAX_RANK_BUCKET, AcceptanceModel
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree

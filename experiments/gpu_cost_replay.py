@@ -5,7 +5,7 @@ curves. A projection, not a measurement.
         --max-new-tokens 128 --threads 1 --out results/studies/hw_tree/gpu_cost_replay
 
 Recording (greedy, T = 0): every method of --methods at its configured budget, and hw_tree
-(baselines/hw_tree.py; `--hw-tree-set FIELD=VALUE` changes its config, e.g. a wider adjacency) once per
+(baselines/hw_tree/; `--hw-tree-set FIELD=VALUE` changes its config, e.g. a wider adjacency) once per
 cost curve, sized with that curve while it runs (as budget=auto sizes it with a machine's), on the same
 prompts. Per step a fixed method leaves (tree size, tokens committed); hw_tree leaves its whole best-first
 candidate pool before sizing (up to B nodes): each node's estimated P(path accepted), its parent, and
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.projection import CostCurve
-from baselines.hw_tree_pool import best_size, expected_committed
+from baselines.hw_tree.pool import best_size, expected_committed
 from goose.records.seal import read_json, write_json_xz
 
 ROOT = Path(__file__).resolve().parents[1]

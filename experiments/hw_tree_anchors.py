@@ -75,7 +75,7 @@ class RowProbe:
     that row is the run's, and how many tokens have a row in this prompt's table."""
 
     def __init__(self, drafter: Any) -> None:
-        from baselines.isotropic import prev_of_anchor
+        from baselines.shared.adjacency_drafter import prev_of_anchor
 
         self.counts: Counter = Counter()
         inner = drafter.propose

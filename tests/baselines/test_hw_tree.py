@@ -9,8 +9,7 @@ import random
 
 import pytest
 
-from baselines.hw_tree import HwTreeDrafter, occurrence_bins
-from baselines.hw_tree_acceptance import (
+from baselines.hw_tree.acceptance import (
     CALIBRATION_BINS,
     SIZE_BUCKETS,
     AcceptanceEstimator,
@@ -21,7 +20,8 @@ from baselines.hw_tree_acceptance import (
     size_bucket,
     source_priors,
 )
-from baselines.hw_tree_pool import (
+from baselines.hw_tree.drafter import HwTreeDrafter, occurrence_bins
+from baselines.hw_tree.pool import (
     ADJ,
     ALT,
     CTX,

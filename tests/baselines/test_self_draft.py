@@ -1,4 +1,4 @@
-"""The self-draft (baselines/self_draft.py): identical to AR at T = 0 for every shape on Llama and Gemma 3,
+"""The self-draft (baselines/self_draft/): identical to AR at T = 0 for every shape on Llama and Gemma 3,
 skip sets never touching the first or last layer, bad skip sets refused with the field and the range, the
 proposal contract (children in their parent's truncated q, which sums to 1; i.i.d. paths as a trie) and the
 counters of the result row."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from baselines.self_draft import SHAPES, SelfDraftDrafter
-from baselines.self_draft_search import skip_count, skippable
+from baselines.self_draft.search import skip_count, skippable
 from goose.engine.core.decode import generate
 from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.drafter import ARDrafter

@@ -15,7 +15,7 @@ import pytest
 
 import goose.engine.core.verify.block as block_module
 from baselines.self_draft import SelfDraftDrafter
-from baselines.self_draft_search import sample_index, truncated_proposals
+from baselines.self_draft.search import sample_index, truncated_proposals
 from goose.engine.core.decode import generate
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine

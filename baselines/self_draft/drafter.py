@@ -1,7 +1,7 @@
 """A training-free self-draft (SWIFT, Xia et al., arXiv 2410.06916; Draft & Verify, Zhang et al., arXiv
 2309.08168): the target drafts with some attention and MLP sub-layers skipped, over the engine's KV cache
 (`goose.engine.core.draft_forward`), and its proposal q is the warped, top-k-truncated logits of that forward
-(`baselines.self_draft_search`). At T > 0 drafts are sampled from q, so rejection sampling keeps the target's
+(`baselines.self_draft.search`). At T > 0 drafts are sampled from q, so rejection sampling keeps the target's
 distribution; at T = 0 they are q's argmax and greedy verification keeps AR's output.
 
 Shapes (`shape`):
@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from baselines.self_draft_search import Proposal, sample_index, search_skip_set, truncated_proposals
+from baselines.self_draft.search import Proposal, sample_index, search_skip_set, truncated_proposals
 from baselines.stand import gumbel_order
 from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.drafter import Drafter

@@ -2,7 +2,7 @@
 the product of per-edge acceptance rates along its path), and their calibration counts.
 
 r = P(node accepted | parent accepted) per cell (source mask, depth bucket, confidence bin of the lead source;
-baselines.hw_tree_pool). Two levels of Beta smoothing: a coarse cell (mask, depth) shrinks to the prior
+baselines.hw_tree.pool). Two levels of Beta smoothing: a coarse cell (mask, depth) shrinks to the prior
 of its lead source, a fine cell shrinks to the coarse rate scaled by its bin's prior relative to the
 coarse prior, so an unseen bin keeps the prior's ordering at the learnt level. Counts decay every step, as
 budget=auto's (goose.engine.budget.auto_budget), so a cell that stops being seen returns to its prior.
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from baselines.hw_tree_pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MASKS, RUN, SOURCE_BITS, SUF
+from baselines.hw_tree.pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MASKS, RUN, SOURCE_BITS, SUF
 
 DEPTH_BUCKETS = 12  # 1..8 each, 9-12, 13-20, 21+ (index 0 unused: the anchor)
 BUCKET_DEPTH = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 16, 24)  # a representative depth per bucket

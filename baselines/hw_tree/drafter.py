@@ -7,9 +7,9 @@
 - the adjacency table's successors under every node (Goose's branches), and, for a token that has no row yet
   in this prompt, the row an earlier prompt wrote (TR keeps its table for the whole run; `run_table`).
 
-They are merged into one candidate trie (baselines.hw_tree_pool); each edge gets r = P(accepted | parent
+They are merged into one candidate trie (baselines.hw_tree.pool); each edge gets r = P(accepted | parent
 accepted) from an online, calibrated estimator keyed by (source mask, depth, source confidence)
-(baselines.hw_tree_acceptance), learnt in hindsight over the whole pool: every pool node whose parent lies
+(baselines.hw_tree.acceptance), learnt in hindsight over the whole pool: every pool node whose parent lies
 on the tokens committed since is labelled by whether it equals the committed token there (what
 sample-and-match verification accepts), so nodes past the verified cut teach as much as verified ones and
 the estimates carry no selection bias toward the sizes verified so far; a best-first heap orders the pool
@@ -17,7 +17,7 @@ so that each prefix of b nodes is the subtree of size b with the largest E[accep
 (budget=auto hands it over through `use_latency`) the verified b maximises E[committed | b] / t(b), else
 b = `budget`. The adjacency table is filled only from the logits of the nodes verified, so a node whose token
 has no row yet is worth more than its P(path accepted): it is ranked and sized with g more, g the tokens
-accepted later per row that only a rejected node wrote, learnt online (baselines.hw_tree_acceptance.RowValue;
+accepted later per row that only a rejected node wrote, learnt online (baselines.hw_tree.acceptance.RowValue;
 `row_value`). Goose's own rules are untouched (`method=goose`).
 """
 
@@ -30,14 +30,14 @@ from typing import Any
 
 import torch
 
-from baselines.hw_tree_acceptance import (
+from baselines.hw_tree.acceptance import (
     AcceptanceEstimator,
     Calibration,
     RowValue,
     SizeOutcomes,
     source_priors,
 )
-from baselines.hw_tree_pool import (
+from baselines.hw_tree.pool import (
     ADJ,
     ALT,
     CONF_BINS,
@@ -52,7 +52,7 @@ from baselines.hw_tree_pool import (
     conf_bin,
     select_best_first,
 )
-from baselines.isotropic import AdjacencyDrafter, prev_of_anchor
+from baselines.shared.adjacency_drafter import AdjacencyDrafter, prev_of_anchor
 from baselines.suffix import SuffixDecodingDrafter
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
