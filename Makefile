@@ -72,7 +72,8 @@ bench-sampling:  ## the same side-by-side protocol at temperature > 0 (every con
 # make bench-verifiers: the matched evaluation of verifiers of sampled drafts (issue 32): STAND and the
 # layer-skip self-draft in every draft shape, each under every verifier exact on it (@verifier; auto =
 # recursive rejection sampling without replacement), side by side with AR sampling, per temperature,
-# rows into results/studies/verifiers/<model>_T<t>; `make figures` draws figures/verifier_eval.* from them.
+# rows into results/studies/verifiers/<model>_T<t>; `make figures` draws
+# figures/studies/verifiers/verifier_eval.* from them (analysis/studies/verifiers/verifier_eval.py).
 VERIFIER_MODEL ?= smollm2-135m
 VERIFIER_TEMPERATURES ?= 0.6 1.0
 VERIFIER_ARGS ?= --dtype float32 --benches humaneval,mtbench --limit 2 --repeats 1
@@ -116,10 +117,11 @@ reference:  ## re-run (resume) the CPU presets into $(RESULTS)
 GPU_CHECK_ARGS ?=
 
 gpu-check:  ## CUDA correctness (3 dtypes), SmolLM2 lossless on the device, 7B-shape cost curves, projected speed-ups
-	$(PYTHON) -m experiments.gpu_check --data-dir $(DATA_DIR) $(GPU_CHECK_ARGS)
+	$(PYTHON) -m experiments.gpu.check --data-dir $(DATA_DIR) $(GPU_CHECK_ARGS)
 
-gpu-carry:  ## .gpu/part1, part2, ...: wheels, prompts, tokenizer and SmolLM2 for an offline GPU host (experiments/gpu_host.sh)
-	$(PYTHON) -m experiments.gpu_carry prepare --data-dir $(DATA_DIR)
+gpu-carry:  ## .gpu/part1, part2, ...: wheels, prompts, tokenizer and SmolLM2 for an offline GPU host (experiments/gpu/host.sh)
+	$(PYTHON) -m experiments.gpu.carry prepare --data-dir $(DATA_DIR)
 
 cost-curve:  ## verification latency against tree size on this machine (results/cost_curve/: JSON + CSV; the figure)
-	$(PYTHON) -m experiments.cost_curve --threads $(THREADS) --dtypes float32,bfloat16 --out-dir results/cost_curve --figures $(FIGURES)
+	$(PYTHON) -m experiments.cost_curve --threads $(THREADS) --dtypes float32,bfloat16 --out-dir results/cost_curve
+	$(PYTHON) -m analysis.cost_curve --results $(RESULTS) --out $(FIGURES)

@@ -18,15 +18,14 @@ from pathlib import Path
 from analysis.load import BENCH_ORDER, Results, bench_name
 from analysis.report import Output, Skip, cli, fmt, write_table
 from analysis.spec_bench_table import (
-    BENCH,
     CATEGORY_COLUMNS,
     CATEGORY_KEYS,
     display_name,
     group_metrics,
     plain_or_auto,
     row_sources,
-    spec_bench_category,
 )
+from goose.records.spec_bench import SPEC_BENCH, spec_bench_category
 
 DESCRIPTION = __doc__.splitlines()[0]
 CONTENDERS = ["goose", "source_select", "pld", "tr", "suffix"]
@@ -35,14 +34,14 @@ NEEDED = {"goose", "source_select"}
 
 def group_of(bench: str, prompt_id: str) -> str | None:
     """The benchmark a row counts under: its bench, or for spec_bench its category ("spec_bench:<cat>")."""
-    if bench != BENCH:
+    if bench != SPEC_BENCH:
         return bench
     cat = spec_bench_category(prompt_id)
-    return None if cat is None else f"{BENCH}:{cat}"
+    return None if cat is None else f"{SPEC_BENCH}:{cat}"
 
 
 def group_label(group: str) -> str:
-    if group.startswith(f"{BENCH}:"):
+    if group.startswith(f"{SPEC_BENCH}:"):
         return f"Spec-Bench {CATEGORY_COLUMNS[group.split(':', 1)[1]]}"
     return bench_name(group)
 
@@ -96,7 +95,7 @@ def answer(metrics: dict, groups: list[str]) -> str:
 def build(res: Results, out: Path) -> Output:
     files, notes = [], []
     index = 0
-    for title, df in row_sources(res, set(BENCH_ORDER) | {BENCH}):
+    for title, df in row_sources(res, set(BENCH_ORDER) | {SPEC_BENCH}):
         df, auto = plain_or_auto(df, ["ar", *CONTENDERS])
         df = df.copy()
         if not NEEDED <= set(df["method"]):
@@ -105,7 +104,7 @@ def build(res: Results, out: Path) -> Output:
         df = df[df["group"].notna()]
         present = set(df["group"])
         groups = [g for g in BENCH_ORDER if g in present]
-        groups += [f"{BENCH}:{c}" for c in CATEGORY_KEYS if f"{BENCH}:{c}" in present]
+        groups += [f"{SPEC_BENCH}:{c}" for c in CATEGORY_KEYS if f"{SPEC_BENCH}:{c}" in present]
         # each benchmark on its own common prompts: a method missing one benchmark does not empty the others
         metrics: dict = {}
         for g in groups:

@@ -9,14 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.ticker import ScalarFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import ScalarFormatter  # noqa: E402
-
-from analysis.load import Results  # noqa: E402
-from analysis.report import Output, Skip, cli, save_figure  # noqa: E402
+from analysis.load import Results
+from analysis.report import Output, Skip, cli, save_figure
 
 DESCRIPTION = __doc__.splitlines()[0]
 

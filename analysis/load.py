@@ -29,10 +29,10 @@ from typing import Any
 
 import pandas as pd
 
-from goose.harness.benchmarks import PAPER_BENCHMARKS
 from goose.method.config import GooseConfig
 from goose.records.degenerate import degenerate_fields
 from goose.records.metrics import cell_summary, per_prompt_speedups
+from goose.records.paper import PAPER_BENCHMARKS
 from goose.records.results import CELL_FIELDS, cell_key, config_hash, read_rows
 
 SAMPLING_KEYS = ["temperature", "top_p", "top_k"]

@@ -26,9 +26,6 @@ from analysis import (
     combine_vs_choose,
     cost_curve,
     heterogeneity,
-    hw_tree_calibration,
-    hw_tree_gap,
-    hw_tree_sizing,
     iso_ablation,
     losslessness,
     main_results,
@@ -42,15 +39,15 @@ from analysis import (
     self_draft_cost,
     sensitivity,
     spec_bench_table,
-    step_cost_in_run,
     tau_decomposition,
     time_split,
     topology,
-    verifier_eval,
     wall_clock,
 )
 from analysis.load import Results, load
 from analysis.report import Output, Skip
+from analysis.studies.hw_tree import hw_tree_calibration, hw_tree_gap, hw_tree_sizing, step_cost_in_run
+from analysis.studies.verifiers import verifier_eval
 
 SCRIPTS = [
     main_results,
@@ -80,13 +77,6 @@ SCRIPTS = [
     readme_results,
     results_index,
 ]
-STUDY_FOLDERS = {  # scripts that serve one study write into its folder, as results/studies/<name>/ holds its runs
-    "hw_tree_gap": "studies/hw_tree",
-    "hw_tree_calibration": "studies/hw_tree",
-    "hw_tree_sizing": "studies/hw_tree",
-    "step_cost_in_run": "studies/hw_tree",
-    "verifier_eval": "studies/verifiers",
-}
 
 
 INLINE_TABLE_LINES = 45  # tables up to this many lines are shown in README.md, longer ones linked
@@ -116,6 +106,17 @@ def prune_empty(folder: Path, out: Path) -> None:
         folder = folder.parent
 
 
+def figures_folder(module) -> str:
+    """Where a script writes, relative to <out>: a study's script (analysis.studies.<name>.<script>) into
+    studies/<name>/, as results/studies/<name>/ holds its runs; every other script into <out> itself."""
+    return "/".join(module.__name__.split(".")[1:-1])
+
+
+def source_path(module) -> str:
+    """The script's file relative to the repository root: `analysis/studies/hw_tree/hw_tree_gap.py`."""
+    return module.__name__.replace(".", "/") + ".py"
+
+
 def _doc(module) -> str:
     """The first paragraph of a script's docstring, on one line."""
     return " ".join((module.__doc__ or "").strip().split("\n\n")[0].split())
@@ -129,7 +130,7 @@ def run_all(res: Results, out: Path, log=print) -> tuple[dict[str, Output], dict
     for module in SCRIPTS:
         name = module.__name__.rsplit(".", 1)[-1]
         try:
-            folder = out / STUDY_FOLDERS.get(name, "")
+            folder = out / figures_folder(module)
             folder.mkdir(parents=True, exist_ok=True)
             outputs[name] = module.build(res, folder)
             prune_empty(folder, out)
@@ -162,7 +163,7 @@ def write_readme(
     ]
     by_name = {m.__name__.rsplit(".", 1)[-1]: m for m in SCRIPTS}
     for name, module in by_name.items():
-        lines += [f"## {name} (`analysis/{name}.py`)", "", _doc(module), ""]
+        lines += [f"## {name} (`{source_path(module)}`)", "", _doc(module), ""]
         if name in skipped:
             lines += [f"*Skipped:* {skipped[name]}", ""]
             continue

@@ -22,7 +22,7 @@ Targets (SmolLM2-135M on a CPU with 2 threads unless the row says otherwise):
     engine AR >= 2.0x hf greedy        every bench record, all prompts
     Gemma-3-270M: Goose auto >= 1.5x engine AR   the Gemma bench records in bf16, all prompts
 
-At 7B shape on a GPU (`results/gpu/<gpu>/gpu_check.json`, experiments/gpu_check.py; random fp16
+At 7B shape on a GPU (`results/gpu/<gpu>/gpu_check.json`, experiments/gpu/check.py; random fp16
 weights, per shape and KV length, the eager engine and the one replayed from CUDA graphs):
 
     GPU: t(1) <= 1.6x its floor        t(1) over the bandwidth floor the same run measured
@@ -43,7 +43,8 @@ from pathlib import Path
 
 from analysis.load import BENCH_ORDER, Results, bench_name
 from analysis.report import Output, Skip, cli, write_table
-from analysis.wall_clock import bench_records, machine, per_repeat_tokens_per_s, prompts_label, ratios
+from analysis.wall_clock import bench_records, machine, prompts_label
+from goose.records.bench_run import per_repeat_tokens_per_s, ratios
 
 DESCRIPTION = __doc__.splitlines()[0]
 NAME = "performance_targets"

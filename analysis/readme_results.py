@@ -17,16 +17,8 @@ from pathlib import Path
 
 from analysis.load import BENCH_ORDER, Results, bench_name, cells, common_prompts
 from analysis.report import Output, Skip, cli
-from analysis.wall_clock import (
-    code_note,
-    degenerate_note,
-    machine,
-    per_repeat_tokens_per_s,
-    positions_note,
-    ratios,
-    record_from_rows,
-    spread,
-)
+from analysis.wall_clock import code_note, degenerate_note, machine, positions_note
+from goose.records.bench_run import per_repeat_tokens_per_s, ratios, record_from_rows, spread
 from goose.records.results import read_rows
 
 DESCRIPTION = __doc__.splitlines()[0]

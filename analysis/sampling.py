@@ -14,13 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from analysis.load import (  # noqa: E402
+from analysis.load import (
     BENCH_ORDER,
     SAMPLING_METHODS,
     Results,
@@ -29,7 +26,7 @@ from analysis.load import (  # noqa: E402
     method_name,
     order_key,
 )
-from analysis.report import Output, Skip, cli, fmt, save_figure, write_table  # noqa: E402
+from analysis.report import Output, Skip, cli, fmt, save_figure, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]
 

@@ -3,10 +3,10 @@ temperature × draft shape: the skip set the per-prompt search chose and its mat
 cost relative to a full one (in sub-layers run, and in measured seconds), where a step's time goes, τ,
 and the wall-clock speed-up over AR sampling of the same prompts in the same run.
 
-Rows: the matched evaluation's (`make bench-verifiers`, analysis.verifier_eval.sampled_rows), the self-draft
-under `auto` (recursive rejection sampling). Draft seconds per draft forward = Σ draft_s / Σ draft_forwards;
-a verification forward's = Σ forward_s / Σ verification steps; the search's forwards run inside prefill_s's
-wall time and are counted in the "prefill + search" share."""
+Rows: the matched evaluation's (`make bench-verifiers`, analysis.studies.verifiers.verifier_eval.sampled_rows),
+the self-draft under `auto` (recursive rejection sampling). Draft seconds per draft forward = Σ draft_s /
+Σ draft_forwards; a verification forward's = Σ forward_s / Σ verification steps; the search's forwards run
+inside prefill_s's wall time and are counted in the "prefill + search" share."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pandas as pd
 
 from analysis.load import Results
 from analysis.report import Output, Skip, cli, fmt, write_table
-from analysis.verifier_eval import drafter_and_shape, sample_keys, sampled_rows
+from analysis.studies.verifiers.verifier_eval import drafter_and_shape, sample_keys, sampled_rows
 
 DESCRIPTION = __doc__.splitlines()[0]
 

@@ -7,7 +7,7 @@ Reads the `bench=spec_bench` rows (greedy): the side-by-side `make bench` runs u
 repeats) and the run.py rows of --results (each cell timed in its own run: the speed-up is not interleaved).
 One table per source of rows × model × prompt form (chat template, a base model's plain instruction format, or
 raw). A row's category comes from its prompt id: Spec-Bench's question ids are laid out in fixed ranges per
-category (SPEC_BENCH_CATEGORIES, data/spec_bench/question.jsonl; Spec-Bench's own speed.py splits by the same
+category (goose.records.spec_bench, data/spec_bench/question.jsonl; Spec-Bench's own speed.py splits by the same
 ranges). τ = Σ generated / Σ forward calls; speed-up = tokens/s over AR's on the prompts every listed method
 completed (every repeat).
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -33,20 +33,11 @@ from analysis.report import Output, Skip, cli, fmt, write_table
 from analysis.wall_clock import run_folders
 from goose.records.degenerate import row_degenerate
 from goose.records.results import read_rows
+from goose.records.spec_bench import SPEC_BENCH, SPEC_BENCH_CATEGORIES, spec_bench_category
 
 DESCRIPTION = __doc__.splitlines()[0]
 PAPER_VALUES = Path(__file__).with_name("paper_values.yaml")
-BENCH = "spec_bench"
 OVERALL = "overall"
-# (key, column, first id, last id): Spec-Bench's question.jsonl, in its leaderboard's column order.
-SPEC_BENCH_CATEGORIES: tuple[tuple[str, str, int, int], ...] = (
-    ("mt_bench", "MT", 81, 160),
-    ("translation", "Transl.", 161, 240),
-    ("summarization", "Summ.", 241, 320),
-    ("qa", "QA", 321, 400),
-    ("math_reasoning", "Math", 401, 480),
-    ("rag", "RAG", 481, 560),
-)
 CATEGORY_KEYS = [c[0] for c in SPEC_BENCH_CATEGORIES]
 CATEGORY_COLUMNS = {c[0]: c[1] for c in SPEC_BENCH_CATEGORIES} | {"overall": "Overall"}
 ALL = [*CATEGORY_KEYS, "overall"]
@@ -69,37 +60,9 @@ NAMES = {"lookahead": "Lookahead", "rest": "REST", "logitspec": "LogitSpec", "hi
 COLUMNS = ["method", "bench", "prompt_id", "repeat", "generated_tokens", "forward_calls", "wall_time_s"]
 FORM = ["model", "chat_template", "prompt_format"]  # a table's model and prompt form
 
-P = TypeVar("P")
-
 
 def display_name(method: str) -> str:
     return NAMES.get(method) or method_name(method)
-
-
-def spec_bench_category(prompt_id: Any) -> str | None:
-    """The Spec-Bench category of a question id (None outside the file's ranges)."""
-    try:
-        qid = int(str(prompt_id).split("#")[0])
-    except ValueError:
-        return None
-    return next((key for key, _, lo, hi in SPEC_BENCH_CATEGORIES if lo <= qid <= hi), None)
-
-
-def per_category_sample(prompts: Sequence[P], n: int, prompt_id=lambda p: p.prompt_id) -> list[P]:
-    """`n` prompts of each Spec-Bench category, evenly spaced over the category in file order (so the
-    multi-turn group's eight MT-Bench kinds all appear), in the prompts' order; all of a smaller one."""
-    if n < 1:
-        raise ValueError(f"per-category count must be >= 1, got {n}")
-    by_cat: dict[str, list[int]] = {}
-    for i, p in enumerate(prompts):
-        cat = spec_bench_category(prompt_id(p))
-        if cat is not None:
-            by_cat.setdefault(cat, []).append(i)
-    keep: set[int] = set()
-    for idx in by_cat.values():
-        step = len(idx) / min(n, len(idx))
-        keep.update(idx[int(j * step)] for j in range(min(n, len(idx))))
-    return [p for i, p in enumerate(prompts) if i in keep]
 
 
 def group_metrics(df: pd.DataFrame, groups: Sequence[str]) -> dict[tuple[str, str], dict[str, float]]:
@@ -294,7 +257,7 @@ def build(res: Results, out: Path) -> Output:
     pub_speed, pub_tau, pub_notes = published_rows()
     header = ["Method", *(CATEGORY_COLUMNS[g] for g in CATEGORY_KEYS)]
     index = 0
-    for title, df in row_sources(res, {BENCH}):
+    for title, df in row_sources(res, {SPEC_BENCH}):
         df, auto = plain_or_auto(df, TABLE_METHODS)
         df = df.copy()
         df["group"] = [spec_bench_category(p) for p in df["prompt_id"]]

@@ -1,16 +1,16 @@
-"""Wall-clock speed-ups per benchmark from `make bench` (experiments/bench.py): each contender's
+"""Wall-clock speed-ups per benchmark from `make bench` (experiments/bench/): each contender's
 tokens/s over engine AR's and over transformers' prompt-lookup `generate` (hf:pld), per benchmark
 and over all prompts, median [min, max] over the interleaved repeats, one table per bench run.
 
 Reads the greedy bench runs where `run_folders` finds them: the rows `make bench` writes into
 <run>/repeat<k>/<model>/<bench>.jsonl (one table set per <run>), under results/protocol/ (the
-canonical runs, tables in figures/protocol/) and results/studies/<study>/ (figures/studies/<study>/). Sampled runs are left to their own protocol. The ratio of a
-repeat is taken within that repeat (both contenders ran interleaved on the same prompts), then
-summarised over repeats: each repeat's tokens/s per benchmark are summed from the record's
-per-prompt tokens and seconds, over the prompts every contender completed in every repeat (as the
-bench's own summary does). The record's `tokens_per_s*` spreads (median, min, max over repeats)
-are never divided: a ratio of medians is not the median of the per-repeat ratios. Wall-clock is
-machine-dependent: the caption names the run's CPU, threads and protocol.
+canonical runs, tables in figures/protocol/) and results/studies/<study>/ (figures/studies/<study>/).
+Sampled runs are left to their own protocol. The ratio of a repeat is taken within that repeat (both
+contenders ran interleaved on the same prompts), then summarised over repeats: each repeat's tokens/s per
+benchmark are summed from the record's per-prompt tokens and seconds, over the prompts every contender
+completed in every repeat (as the bench's own summary does). The record's `tokens_per_s*` spreads
+(median, min, max over repeats) are never divided: a ratio of medians is not the median of the per-repeat
+ratios. Wall-clock is machine-dependent: the caption names the run's CPU, threads and protocol.
 """
 
 from __future__ import annotations
@@ -18,28 +18,17 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from analysis.load import BENCH_ORDER, Results, bench_name
+from analysis.load import Results, bench_name
 from analysis.report import Output, Skip, cli, write_table
-from goose.records.code_state import code_states
-from goose.records.degenerate import row_degenerate
+from goose.records.bench_run import per_repeat_tokens_per_s, ratios, record_from_rows, spread
 from goose.records.results import read_rows
+from goose.records.spec_bench import spec_bench_category
 
 DESCRIPTION = __doc__.splitlines()[0]
 BASELINES = ("engine:ar", "hf:pld")
-
-
-def spread(values: list[float]) -> str:
-    """median [min, max] of per-repeat ratios."""
-    return f"{statistics.median(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
-
-
-def ratios(per_repeat: dict[str, list[float]], name: str, baseline: str) -> list[float]:
-    """Per-repeat tokens/s of `name` over `baseline`."""
-    return [a / b for a, b in zip(per_repeat[name], per_repeat[baseline], strict=True) if b > 0]
 
 
 def _hardware_name(hw: dict) -> str:
@@ -58,162 +47,14 @@ def machine(record: dict) -> str:
     in `repeat_environments` which process ran which prompts; where those ran on more than one
     kind of machine, every one is named (" + ") with a warning that its tokens/s mix machines:
     its ratios stay side by side (each prompt's contenders ran in one process), its absolute
-    rates do not. Records from before resuming at the prompt (checkpoint format 1) hold one
-    environment per repeat instead of a list of segments; both are read."""
+    rates do not."""
     environments = [
-        segment["environment"] if "environment" in segment else segment
-        for repeat in record.get("repeat_environments") or []
-        for segment in ([repeat] if isinstance(repeat, dict) else repeat)
+        segment["environment"] for repeat in record.get("repeat_environments") or [] for segment in repeat
     ]
     names = list(dict.fromkeys(_hardware_name(env.get("hardware", {})) for env in environments))
     if len(names) > 1:
         return " + ".join(names) + " (resumed across machines: compare ratios, not tokens/s)"
     return _hardware_name(record.get("environment", {}).get("hardware", {}))
-
-
-def per_repeat_tokens_per_s(
-    record: dict,
-) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]]]:
-    """Each contender's tokens/s in each repeat, over all prompts and per benchmark (in the
-    record's order), from the record's `per_prompt` runs (module docstring)."""
-    names = list(record["summary"]["tokens_per_s"])
-    prompts = record["per_prompt"]
-    repeats = range(len(prompts[0]["runs"])) if prompts else range(0)
-    done = [p for p in prompts if all(p["runs"][r].get(n) is not None for r in repeats for n in names)]
-
-    def rate(rep: int, name: str, bench: str | None) -> float:
-        runs = [p["runs"][rep][name] for p in done if bench is None or p["bench"] == bench]
-        seconds = sum(run["seconds"] for run in runs)
-        return sum(run["tokens"] for run in runs) / seconds if seconds else float("nan")
-
-    benches = list(dict.fromkeys(p["bench"] for p in done))
-    overall = {n: [rate(r, n, None) for r in repeats] for n in names}
-    per_bench = {b: {n: [rate(r, n, b) for r in repeats] for n in names} for b in benches}
-    return overall, per_bench
-
-
-def contender_name(method: str, verifier: str | None = "auto") -> str:
-    """A bench row's contender: goose_auto -> engine:goose:auto, hf_pld -> hf:pld, ar -> engine:ar,
-    stand_chain verified by block -> engine:stand_chain@block."""
-    if method.startswith("hf_"):
-        return f"hf:{method.removeprefix('hf_')}"
-    name = f"engine:{method.removesuffix('_auto')}" + (":auto" if method.endswith("_auto") else "")
-    return name + (f"@{verifier}" if verifier not in (None, "auto") else "")
-
-
-def _first_diff(a: list[int], b: list[int]) -> int | None:
-    if a == b:
-        return None
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-
-
-def record_from_rows(
-    rows: Iterable[dict[str, Any]], name: str, floor: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The rows of one `make bench` run as the fields the tables read: `args` (the bench's
-    protocol), the contenders in their order, per prompt and repeat each contender's tokens and
-    seconds (None where its row failed), the outputs' identity to engine AR in the first repeat
-    (with the rows' near-tie verdicts), the environments that ran each repeat."""
-    rows = [r for r in rows if r.get("repeat") is not None]
-    if not rows:
-        raise ValueError(f"bench run {name}: no rows with a repeat")
-    # the run's first invocation names its contenders; a resumed one with more (say --hf) adds none
-    protocol = dict(rows[0].get("bench_protocol") or {})
-    names = list(
-        protocol.get("contenders")
-        or dict.fromkeys(contender_name(r["method"], r.get("verifier")) for r in rows)
-    )
-    repeats = sorted({int(r["repeat"]) for r in rows})
-    prompts: dict[tuple[str, str], dict[int, dict[str, dict]]] = {}
-    for r in rows:
-        slot = prompts.setdefault((r["bench"], str(r["prompt_id"])), {}).setdefault(int(r["repeat"]), {})
-        slot.setdefault(contender_name(r["method"], r.get("verifier")), r)  # the first row of a key wins
-
-    def run(r: dict | None) -> dict | None:
-        if r is None or r.get("status", "ok") != "ok":
-            return None
-        return {"tokens": r["generated_tokens"], "seconds": r["wall_time_s"]}
-
-    order = [b for b in str(protocol.get("benches") or "").split(",") if b] + BENCH_ORDER
-    prompts = dict(
-        sorted(prompts.items(), key=lambda kv: order.index(kv[0][0]) if kv[0][0] in order else len(order))
-    )
-    per_prompt = [
-        {
-            "bench": b,
-            "prompt_id": pid,
-            "runs": [{n: run(got.get(rep, {}).get(n)) for n in names} for rep in repeats],
-        }
-        for (b, pid), got in prompts.items()
-    ]
-    identical: dict[str, Any] = {}
-    done = [
-        got[repeats[0]] for got in prompts.values() if all(run(got.get(repeats[0], {}).get(n)) for n in names)
-    ]
-    for n in names:
-        if n == "engine:ar" or "engine:ar" not in names:
-            continue
-        mismatches = []
-        for got in done:
-            d = _first_diff(got[n]["output_ids"], got["engine:ar"]["output_ids"])
-            if d is not None:
-                row = got[n]
-                mismatches.append(
-                    {"bench": row["bench"], "prompt_id": str(row["prompt_id"]), "first_diff": d}
-                    | {k: row.get(k) for k in ("near_tie", "diff_margin")}
-                )
-        entry = {"identical": len(done) - len(mismatches), "prompts": len(done), "mismatches": mismatches}
-        if all(m["near_tie"] is not None for m in mismatches):
-            entry["near_tie"] = sum(1 for m in mismatches if m["near_tie"])
-            entry["real"] = len(mismatches) - entry["near_tie"]
-        identical[n] = entry
-    degenerate = [
-        {"bench": b, "prompt_id": pid}
-        for (b, pid), got in prompts.items()
-        if (ar := got.get(repeats[0], {}).get("engine:ar")) is not None and row_degenerate(ar)
-    ]
-    environments = {}
-    for r in sorted(rows, key=lambda r: r.get("timestamp", 0)):
-        environments.setdefault((int(r["repeat"]), r.get("session_id")), r)
-    return {
-        "code_states": code_states(rows),
-        "degenerate": degenerate,
-        "mixed_code_allowed": any(r.get("allow_mixed_code") for r in rows),
-        "positions": run_positions(prompts, names),
-        "args": protocol | {"repeats": len(repeats)},
-        "dtype": rows[0].get("dtype"),
-        "forward": rows[0].get("forward"),
-        "environment": {k: rows[0].get(k) for k in ("hardware", "versions", "git_commit", "session_id")},
-        "repeat_environments": [
-            [
-                {"environment": {"hardware": r.get("hardware", {})}}
-                for (k, _), r in environments.items()
-                if k == rep
-            ]
-            for rep in repeats
-        ],
-        "summary": {
-            "tokens_per_s": dict.fromkeys(names),
-            "identical_to_engine_ar": identical,
-            **({"hardware_floor": floor} if floor else {}),
-        },
-        "per_prompt": per_prompt,
-    }
-
-
-def run_positions(
-    prompts: dict[tuple[str, str], dict[int, dict[str, dict]]], names: list[str]
-) -> dict[str, list[int]]:
-    """For each contender, how many (prompt, repeat) rounds it ran in 1st, 2nd, ... place (by its rows'
-    start times): a contender that always runs first (engine AR before the protocol rotated it) shows
-    it, since running first on a prompt costs a little (its prefill warms the caches for the others)."""
-    counts = {n: [0] * len(names) for n in names}
-    for by_repeat in prompts.values():
-        for got in by_repeat.values():
-            order = sorted((r.get("timestamp") or 0.0, n) for n, r in got.items() if n in counts)
-            for place, (_, n) in enumerate(order):
-                counts[n][place] += 1
-    return counts
 
 
 def positions_note(record: dict, name: str = "engine:ar") -> str:
@@ -258,14 +99,8 @@ def run_folders(records: Path) -> list[tuple[str, Path, str]]:
 
 def bench_records(records: Path) -> list[tuple[str, dict]]:
     """(name, record) of every greedy `make bench` run under `records` (`run_folders`), each record
-    with its `source` (the folder under the records) and `figures` (the subfolder its tables go to);
-    and the JSON records of runs made before the bench wrote rows, <records>/bench/legacy/bench_<run>.json
-    (a row run supersedes the record of its name)."""
+    with its `source` (the folder under the records) and `figures` (the subfolder its tables go to)."""
     found: dict[str, dict] = {}
-    for path in sorted((records / "bench" / "legacy").glob("bench_*.json")):
-        data = json.loads(path.read_text())
-        if "summary" in data:
-            found[path.stem.removeprefix("bench_")] = data | {"source": f"bench/legacy/{path.name}"}
     for name, run_dir, figures in run_folders(records):
         rows = read_rows(run_dir)
         if rows:
@@ -284,8 +119,6 @@ def bench_records(records: Path) -> list[tuple[str, dict]]:
 
 def category_counts(per_prompt: list[dict[str, Any]]) -> str:
     """How many prompts of each Spec-Bench category the rows hold, as a caption says it."""
-    from analysis.spec_bench_table import spec_bench_category
-
     counts: dict[str, int] = {}
     for p in per_prompt:
         cat = spec_bench_category(p["prompt_id"])
@@ -459,15 +292,6 @@ def same_text(record: dict) -> dict | None:
         return None
     kept = [p for p in record["per_prompt"] if (p["bench"], str(p["prompt_id"])) not in differ]
     return {**record, "per_prompt": kept} if kept else None
-
-
-def print_record(data: dict, name: str = "") -> None:
-    """The tables of one bench run as text (experiments/bench.py's closing summary)."""
-    for stem, header, rows, caption in tables(name or "run", data):
-        print(f"\n{stem}: {caption}")
-        print(" | ".join(header))
-        for row in rows:
-            print(" | ".join(row))
 
 
 def build(res: Results, out: Path) -> Output:

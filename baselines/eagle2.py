@@ -55,31 +55,13 @@ class Eagle2Config(CandidatePoolConfig):
 
 class Eagle2Drafter(AdjacencyDrafter):
     """Value-pruned dynamic tree over the adjacency table: budget B, depth D, `topk` nodes expanded per layer,
-    K successors per row.
+    K successors per row; keyword arguments are `Eagle2Config`'s fields.
     """
 
     config_class = Eagle2Config
 
-    def __init__(
-        self,
-        budget: int = Eagle2Config.budget,
-        max_depth: int = Eagle2Config.max_depth,
-        topk: int = Eagle2Config.topk,
-        k: int = Eagle2Config.k,
-        min_score: float = Eagle2Config.min_score,
-        use_bigram: bool = Eagle2Config.use_bigram,
-        prefill_harvest: bool = Eagle2Config.prefill_harvest,
-    ) -> None:
-        cfg = Eagle2Config(
-            budget=budget,
-            max_depth=max_depth,
-            topk=topk,
-            k=k,
-            min_score=min_score,
-            use_bigram=use_bigram,
-            prefill_harvest=prefill_harvest,
-        )
-        super().__init__("eagle2", cfg)
+    def __init__(self, **hyperparameters: Any) -> None:
+        super().__init__("eagle2", Eagle2Config(**hyperparameters))
 
     def config(self) -> dict[str, Any]:
         return self.cfg.as_dict()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ import torch
 from baselines.logitspec import DraftTrie
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree
+from goose.method.config import DrafterConfig
 from goose.sources.adjacency import AdjacencyTable
 from goose.sources.context_matcher import ContextMatcher
 from goose.validation import check_bool, check_int, check_str
@@ -58,40 +60,57 @@ class NgramStatistics:
         return []
 
 
-class HierarchyDrafter(Drafter):
-    """Hierarchy Drafting: context, then model, then statistics database; the first with a hit drafts up to
-    `num_candidates` sequences of `draft_len` tokens. stats: hd_<tier> steps per database, hd_miss."""
+@dataclass(frozen=True)
+class HierarchyConfig(DrafterConfig):
+    """Hierarchy Drafting's hyperparameters, this harness's choices (the paper's code was not found), at
+    LogitSpec's 64-node capacity."""
 
-    def __init__(
-        self,
-        max_ngram_size: int = 3,
-        min_context_ngram: int = 2,
-        num_candidates: int = 8,
-        draft_len: int = 8,
-        budget: int = 64,
-        k: int = 8,
-        persistent_statistics: bool = True,
-        name: str = "hierarchy",
-    ) -> None:
-        """persistent_statistics: keep the statistics database across the prompts of a run (the paper's);
-        false starts it with each prompt's text."""
-        super().__init__(name=check_str("HierarchyDrafter.name", name))
-        owner = "HierarchyDrafter"
-        self.max_ngram_size = check_int(f"{owner}.max_ngram_size", max_ngram_size, low=1, why="longest key")
-        self.min_context_ngram = check_int(
+    owner = "HierarchyDrafter"
+    max_ngram_size: int = 3  # longest n-gram key of the context and statistics databases
+    min_context_ngram: int = 2  # shortest context key: a unigram hit would shadow the model database
+    num_candidates: int = 8  # sequences drafted per step
+    draft_len: int = 8  # tokens per sequence
+    budget: int = 64  # tree nodes incl. the anchor
+    k: int = 8  # top-k kept per row of the model database (Token Recycling's K)
+    persistent_statistics: bool = True  # the statistics database lives for the whole run (the paper's)
+
+    def _validate(self) -> None:
+        owner = self.owner_name()
+        check_int(f"{owner}.max_ngram_size", self.max_ngram_size, low=1, why="longest key")
+        check_int(
             f"{owner}.min_context_ngram",
-            min_context_ngram,
+            self.min_context_ngram,
             low=1,
             high=self.max_ngram_size,
             why="shortest key of the context database, <= max_ngram_size",
         )
-        self.num_candidates = check_int(
-            f"{owner}.num_candidates", num_candidates, low=1, why="sequences drafted per step"
-        )
-        self.draft_len = check_int(f"{owner}.draft_len", draft_len, low=1, why="tokens per sequence")
-        self.budget = check_int(f"{owner}.budget", budget, low=2, why="nodes incl. the anchor")
-        self.k = check_int(f"{owner}.k", k, low=1, why="successors kept per model-database row")
-        self.persistent_statistics = check_bool(f"{owner}.persistent_statistics", persistent_statistics)
+        check_int(f"{owner}.num_candidates", self.num_candidates, low=1, why="sequences drafted per step")
+        check_int(f"{owner}.draft_len", self.draft_len, low=1, why="tokens per sequence")
+        check_int(f"{owner}.budget", self.budget, low=2, why="nodes incl. the anchor")
+        check_int(f"{owner}.k", self.k, low=1, why="successors kept per model-database row")
+        check_bool(f"{owner}.persistent_statistics", self.persistent_statistics)
+        super()._validate()  # budget and k, by goose.validation.HYPERPARAMETERS
+
+
+class HierarchyDrafter(Drafter):
+    """Hierarchy Drafting: context, then model, then statistics database; the first with a hit drafts up to
+    `num_candidates` sequences of `draft_len` tokens. Keyword arguments are `HierarchyConfig`'s fields;
+    `persistent_statistics` false starts the statistics database with each prompt's text. stats: hd_<tier>
+    steps per database, hd_miss."""
+
+    config_class = HierarchyConfig
+    name = "hierarchy"
+
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=check_str("HierarchyDrafter.name", self.name if name is None else name))
+        self.cfg = HierarchyConfig(**hyperparameters)
+        self.max_ngram_size = self.cfg.max_ngram_size
+        self.min_context_ngram = self.cfg.min_context_ngram
+        self.num_candidates = self.cfg.num_candidates
+        self.draft_len = self.cfg.draft_len
+        self.budget = self.cfg.budget
+        self.k = self.cfg.k
+        self.persistent_statistics = self.cfg.persistent_statistics
         self.matcher = ContextMatcher(
             range(self.min_context_ngram, self.max_ngram_size + 1), max_chain=self.draft_len
         )
@@ -100,16 +119,7 @@ class HierarchyDrafter(Drafter):
         self._text: list[int] = []  # this prompt's tokens already counted in the statistics
 
     def config(self) -> dict[str, Any]:
-        return {
-            "max_ngram_size": self.max_ngram_size,
-            "min_context_ngram": self.min_context_ngram,
-            "num_candidates": self.num_candidates,
-            "draft_len": self.draft_len,
-            "budget": self.budget,
-            "k": self.k,
-            "persistent_statistics": self.persistent_statistics,
-            "tiers": list(TIERS),
-        }
+        return {**self.cfg.as_dict(), "tiers": list(TIERS)}
 
     @property
     def carries_run_state(self) -> bool:  # type: ignore[override]

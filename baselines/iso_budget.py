@@ -5,8 +5,8 @@ context match's confidence (no spine, no chain extension). iso3 / iso5 keep B.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -14,6 +14,7 @@ from baselines.isotropic import IsotropicConfig, IsotropicDrafter
 from goose.method.confidence import effective_budget, match_confidence
 from goose.method.config import ContextMatchConfig
 from goose.sources.context_matcher import ContextMatcher
+from goose.validation import check_choice
 
 
 @dataclass(frozen=True)
@@ -22,42 +23,23 @@ class IsotropicGooseBudgetConfig(IsotropicConfig, ContextMatchConfig):
 
     owner = "IsotropicGooseBudgetDrafter"
 
+    def _validate(self) -> None:
+        super()._validate()
+        why = "compat=authors is iso3 / iso5's Goose routing, already at B_eff"
+        check_choice(f"{self.owner_name()}.compat", self.compat, ("harness",), why=why)
+
 
 class IsotropicGooseBudgetDrafter(IsotropicDrafter):
-    """Isotropic tree whose budget is B_eff of the context match's confidence c. Arguments as for
-    IsotropicDrafter, plus Goose's matcher and confidence settings; stats: b_eff_sum.
+    """Isotropic tree whose budget is B_eff of the context match's confidence c; keyword arguments are
+    `IsotropicGooseBudgetConfig`'s fields (IsotropicDrafter's plus Goose's matcher and budget rule). stats:
+    b_eff_sum.
     """
 
     config_class = IsotropicGooseBudgetConfig
 
-    def __init__(
-        self,
-        branching: int,
-        max_depth: int = IsotropicGooseBudgetConfig.max_depth,
-        budget: int = IsotropicGooseBudgetConfig.budget,
-        k: int = IsotropicGooseBudgetConfig.k,
-        min_score: float = IsotropicGooseBudgetConfig.min_score,
-        use_bigram: bool = IsotropicGooseBudgetConfig.use_bigram,
-        prefill_harvest: bool = IsotropicGooseBudgetConfig.prefill_harvest,
-        max_chain: int = IsotropicGooseBudgetConfig.max_chain,
-        max_extended_chain: int = IsotropicGooseBudgetConfig.max_extended_chain,
-        long_match: int = IsotropicGooseBudgetConfig.long_match,
-        ngram_lengths: Sequence[int] = IsotropicGooseBudgetConfig.ngram_lengths,
-    ) -> None:
-        super().__init__(
-            branching,
-            max_depth,
-            budget,
-            k,
-            min_score,
-            use_bigram,
-            prefill_harvest,
-            max_chain=max_chain,
-            max_extended_chain=max_extended_chain,
-            long_match=long_match,
-            ngram_lengths=ngram_lengths,
-        )
-        self.name = f"iso{branching}_beff"
+    def __init__(self, **hyperparameters: Any) -> None:
+        super().__init__(**hyperparameters)
+        self.name = f"iso{self.branching}_beff"
         self.matcher = ContextMatcher(self.ngram_lengths, self.max_chain)
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:

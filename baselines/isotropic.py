@@ -37,37 +37,16 @@ class IsotropicConfig(CandidatePoolConfig):
 
 class IsotropicDrafter(AdjacencyDrafter):
     """Balanced tree: every node takes its top-`branching` successors, breadth-first, depth <= D, at most B
-    nodes; `node_budget` may be overridden (e.g. Goose's B_eff). compat="authors" (`iso_goose_routing`)
-    routes each cycle as Goose does: a tree at B_eff when the anchor has successors, else the context
-    chain, else AR, with Goose's default matcher.
+    nodes; keyword arguments are `IsotropicConfig`'s fields. `node_budget` may be overridden (e.g. Goose's
+    B_eff). compat="authors" (`iso_goose_routing`) routes each cycle as Goose does: a tree at B_eff when the
+    anchor has successors, else the context chain, else AR, with Goose's default matcher.
     """
 
     config_class: type[IsotropicConfig] = IsotropicConfig
 
-    def __init__(
-        self,
-        branching: int,
-        max_depth: int = IsotropicConfig.max_depth,
-        budget: int = IsotropicConfig.budget,
-        k: int = IsotropicConfig.k,
-        min_score: float = IsotropicConfig.min_score,
-        use_bigram: bool = IsotropicConfig.use_bigram,
-        prefill_harvest: bool = IsotropicConfig.prefill_harvest,
-        compat: str = IsotropicConfig.compat,
-        **more: Any,
-    ) -> None:
-        cfg = self.config_class(
-            branching=branching,
-            max_depth=max_depth,
-            budget=budget,
-            k=k,
-            min_score=min_score,
-            use_bigram=use_bigram,
-            prefill_harvest=prefill_harvest,
-            compat=compat,
-            **more,
-        )
-        super().__init__(f"iso{branching}", cfg)
+    def __init__(self, **hyperparameters: Any) -> None:
+        cfg = self.config_class(**hyperparameters)
+        super().__init__(f"iso{cfg.branching}", cfg)
         self.rules = rules_for(self.compat)
         goose = GooseConfig()  # the official isotropic control runs Goose's matcher at its defaults
         self._goose = goose

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree
+from goose.method.config import DrafterConfig
 from goose.sources.context_matcher import ContextMatcher
 from goose.validation import check_int, check_int_list, check_str
 
@@ -71,52 +73,66 @@ class DraftTrie:
         return added
 
 
-class LogitSpecDrafter(Drafter):
-    """LogitSpec: the anchor's retrieved continuation plus, per guess of the last logit, the guess and its
-    retrieved continuation, as one tree. stats: logitspec_anchor_hits, logitspec_guess_hits, logitspec_guesses.
-    """
+@dataclass(frozen=True)
+class LogitSpecConfig(DrafterConfig):
+    """LogitSpec's hyperparameters, at the paper's runner (smart-lty/LogitSpec, eval.sh: --max_ngram_size 3
+    --num_pred_tokens 20 --draft_tree_capacity 64) and its draft-length-by-rank rule
+    (model/logitspec/generate_drafts_util.py)."""
 
-    def __init__(
-        self,
-        max_ngram_size: int = 3,
-        num_pred_tokens: int = 20,
-        draft_tree_capacity: int = 64,
-        guess_rank_limits: Sequence[int] = (8, 32),
-        guess_lengths: Sequence[int] = (4, 3, 1),
-        name: str = "logitspec",
-    ) -> None:
-        super().__init__(name=check_str("LogitSpecDrafter.name", name))
-        owner = "LogitSpecDrafter"
-        self.max_ngram_size = check_int(f"{owner}.max_ngram_size", max_ngram_size, low=1, why="longest key")
-        self.num_pred_tokens = check_int(
-            f"{owner}.num_pred_tokens", num_pred_tokens, low=1, why="tokens retrieved for the anchor"
+    owner = "LogitSpecDrafter"
+    max_ngram_size: int = 3  # longest n-gram key (lookups try n = 3, 2, 1)
+    num_pred_tokens: int = 20  # tokens retrieved after the anchor
+    # nodes incl. the anchor; also how many of the last logit's top tokens are guesses
+    draft_tree_capacity: int = 64
+    # a guess of rank r <= 8 drafts 4 tokens, r <= 32 drafts 3, else 1 (the guess plus its continuation)
+    guess_rank_limits: tuple[int, ...] = (8, 32)
+    guess_lengths: tuple[int, ...] = (4, 3, 1)
+
+    def _validate(self) -> None:
+        super()._validate()
+        owner = self.owner_name()
+        check_int(f"{owner}.max_ngram_size", self.max_ngram_size, low=1, why="longest key")
+        check_int(
+            f"{owner}.num_pred_tokens", self.num_pred_tokens, low=1, why="tokens retrieved for the anchor"
         )
-        self.draft_tree_capacity = check_int(
-            f"{owner}.draft_tree_capacity", draft_tree_capacity, low=2, why="nodes incl. the anchor"
+        check_int(
+            f"{owner}.draft_tree_capacity", self.draft_tree_capacity, low=2, why="nodes incl. the anchor"
         )
-        limits = check_int_list(f"{owner}.guess_rank_limits", guess_rank_limits, low=0)
+        limits = check_int_list(f"{owner}.guess_rank_limits", self.guess_rank_limits, low=0)
         if list(limits) != sorted(set(limits)):
             raise ValueError(f"{owner}.guess_rank_limits = {list(limits)!r}: must be strictly increasing")
-        lengths = check_int_list(f"{owner}.guess_lengths", guess_lengths, low=1, distinct=False)
+        lengths = check_int_list(f"{owner}.guess_lengths", self.guess_lengths, low=1, distinct=False)
         if len(lengths) != len(limits) + 1:
             raise ValueError(
                 f"{owner}.guess_lengths = {list(lengths)!r}: must have one more entry than "
                 f"guess_rank_limits ({len(limits)}), the last for ranks above them"
             )
-        self.guess_rank_limits = tuple(int(x) for x in limits)
-        self.guess_lengths = tuple(int(x) for x in lengths)
+        object.__setattr__(self, "guess_rank_limits", tuple(int(x) for x in limits))
+        object.__setattr__(self, "guess_lengths", tuple(int(x) for x in lengths))
+
+
+class LogitSpecDrafter(Drafter):
+    """LogitSpec: the anchor's retrieved continuation plus, per guess of the last logit, the guess and its
+    retrieved continuation, as one tree. Keyword arguments are `LogitSpecConfig`'s fields. stats:
+    logitspec_anchor_hits, logitspec_guess_hits, logitspec_guesses.
+    """
+
+    config_class = LogitSpecConfig
+    name = "logitspec"
+
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=check_str("LogitSpecDrafter.name", self.name if name is None else name))
+        self.cfg = LogitSpecConfig(**hyperparameters)
+        self.max_ngram_size = self.cfg.max_ngram_size
+        self.num_pred_tokens = self.cfg.num_pred_tokens
+        self.draft_tree_capacity = self.cfg.draft_tree_capacity
+        self.guess_rank_limits = self.cfg.guess_rank_limits
+        self.guess_lengths = self.cfg.guess_lengths
         self.matcher = ContextMatcher(range(1, self.max_ngram_size + 1), max_chain=self.num_pred_tokens)
         self._guesses: list[int] = []  # the last verified logit's top tokens, best first
 
     def config(self) -> dict[str, Any]:
-        return {
-            "max_ngram_size": self.max_ngram_size,
-            "num_pred_tokens": self.num_pred_tokens,
-            "draft_tree_capacity": self.draft_tree_capacity,
-            "guess_rank_limits": list(self.guess_rank_limits),
-            "guess_lengths": list(self.guess_lengths),
-            "occurrence": "latest_complete",
-        }
+        return {**self.cfg.as_dict(), "occurrence": "latest_complete"}
 
     def guess_length(self, rank: int) -> int:
         """Tokens drafted for the guess of rank `rank` (the guess itself plus its continuation)."""

@@ -17,45 +17,61 @@ sample, so sample-and-match keeps T > 0 exact.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.tree import BRANCH, LOOKAHEAD, ROOT, DraftTree
+from goose.method.config import DrafterConfig
 from goose.sources.ngram_pool import NgramPool
 from goose.validation import check_bool, check_int
 
 
-class LookaheadDrafter(Drafter):
-    """Lookahead decoding: window W, n-gram size N (N − 1 levels), up to G verified n-grams per step."""
+@dataclass(frozen=True)
+class LookaheadConfig(DrafterConfig):
+    """Lookahead's hyperparameters, at Spec-Bench's eval.sh (--level 5 --window 7 --guess 7, the leaderboard's
+    runs) and the reference README's config_lade(LEVEL=5, WINDOW_SIZE=7, GUESS_SET_SIZE=7): about 56 nodes
+    per step."""
 
-    def __init__(
-        self,
-        window: int = 7,
-        ngram: int = 5,
-        guesses: int = 7,
-        seed: int = 10,
-        advance_by_accepted: bool = False,
-        name: str = "lookahead",
-    ) -> None:
-        super().__init__(name=name)
-        self.window = check_int("LookaheadDrafter.window", window, 1, why="W, Jacobi window columns")
-        self.ngram = check_int("LookaheadDrafter.ngram", ngram, 3, why="N, n-gram size: N − 1 >= 2 levels")
-        self.guesses = check_int("LookaheadDrafter.guesses", guesses, 1, why="G, n-grams verified per step")
-        self.seed = check_int("LookaheadDrafter.seed", seed, 0, why="the window's initial tokens")
-        self.advance_by_accepted = check_bool("LookaheadDrafter.advance_by_accepted", advance_by_accepted)
+    owner = "LookaheadDrafter"
+    window: int = 7  # W, Jacobi window columns
+    ngram: int = 5  # N, n-gram size: N − 1 levels
+    guesses: int = 7  # G, n-grams verified per step
+    seed: int = 10  # the window's initial tokens
+    advance_by_accepted: bool = False  # the reference's ALWAYS_FWD_ONE = 0 (module docstring)
+
+    def _validate(self) -> None:
+        super()._validate()
+        owner = self.owner_name()
+        check_int(f"{owner}.window", self.window, 1, why="W, Jacobi window columns")
+        check_int(f"{owner}.ngram", self.ngram, 3, why="N, n-gram size: N − 1 >= 2 levels")
+        check_int(f"{owner}.guesses", self.guesses, 1, why="G, n-grams verified per step")
+        check_int(f"{owner}.seed", self.seed, 0, why="the window's initial tokens")
+        check_bool(f"{owner}.advance_by_accepted", self.advance_by_accepted)
+
+
+class LookaheadDrafter(Drafter):
+    """Lookahead decoding: window W, n-gram size N (N − 1 levels), up to G verified n-grams per step.
+    Keyword arguments are `LookaheadConfig`'s fields."""
+
+    config_class = LookaheadConfig
+    name = "lookahead"
+
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=self.name if name is None else name)
+        self.cfg = LookaheadConfig(**hyperparameters)
+        self.window = self.cfg.window
+        self.ngram = self.cfg.ngram
+        self.guesses = self.cfg.guesses
+        self.seed = self.cfg.seed
+        self.advance_by_accepted = self.cfg.advance_by_accepted
         self.pool = NgramPool(self.guesses)
         self._reset([0])
 
     def config(self) -> dict[str, Any]:
-        return {
-            "window": self.window,
-            "ngram": self.ngram,
-            "guesses": self.guesses,
-            "seed": self.seed,
-            "advance_by_accepted": self.advance_by_accepted,
-        }
+        return self.cfg.as_dict()
 
     def _reset(self, prompt_ids: list[int]) -> None:
         self._rng = random.Random(self.seed)

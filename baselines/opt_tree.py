@@ -3,9 +3,10 @@
 E(A) = Σ_{v ≠ anchor} P(path to v accepted); a child's value never exceeds its parent's, so the B most
 valuable candidates form the E(A)-optimal tree. Over exactly Goose's candidates (the extended context chain
 as SPINE, adjacency successors as BRANCH; Goose §4.1, docs/paper.md) it differs from Goose only in how the
-budget is allocated. Values are Π r(source, depth, rank) from budget=auto's `AcceptanceModel`, learnt
-across prompts; a best-first heap makes every prefix the best tree of its size. Without a draft model r
-replaces the draft softmax, δ = 0, D bounds branches only, and B is fixed.
+budget is allocated. Values are Π r(source, depth, rank) from the `AcceptanceModel` that budget=auto also
+uses (goose.engine.core.acceptance), learnt across prompts; a best-first heap makes every prefix the best
+tree of its size. Without a draft model r replaces the draft softmax, δ = 0, D bounds branches only, and
+B is fixed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 
 from baselines.shared.adjacency_drafter import AdjacencyDrafter, prev_of_anchor
-from goose.engine.budget.auto_budget import MAX_DEPTH_BUCKET, MAX_RANK_BUCKET, AcceptanceModel
+from goose.engine.core.acceptance import MAX_DEPTH_BUCKET, MAX_RANK_BUCKET, AcceptanceModel
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.confidence import extension_limit, match_confidence

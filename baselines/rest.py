@@ -13,10 +13,12 @@ goose/data/rest/ (shipped) and $GOOSE_CACHE/rest/ (`python -m experiments.rest_d
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from goose.engine.core.drafter import Drafter
 from goose.engine.core.tree import ROOT, SPINE, DraftTree
+from goose.method.config import DrafterConfig
 from goose.sources.suffix_array import cache_dir, find_datastore, load_datastore
 from goose.validation import check_int, check_str
 
@@ -34,46 +36,60 @@ def top_prefixes(continuations: Sequence[Sequence[int]], num_draft: int) -> list
     return ranked[:num_draft]
 
 
-class RestDrafter(Drafter):
-    """REST: a draft tree of the heaviest continuations retrieved for the context's longest matching suffix."""
+@dataclass(frozen=True)
+class RestConfig(DrafterConfig):
+    """REST's hyperparameters: `datastore` (no default: conf/method/rest.yaml names the shipped corpus for the
+    run's model), the suffix lengths looked up, and Spec-Bench's and DraftRetriever's sizes (module
+    docstring)."""
 
-    def __init__(
-        self,
-        datastore: str,
-        max_span: int = 16,
-        min_span: int = 2,
-        num_draft: int = 64,
-        length: int = 10,
-        max_matches: int = 5000,
-        name: str = "rest",
-    ) -> None:
-        super().__init__(name=name)
-        self.datastore = check_str("RestDrafter.datastore", datastore)
-        self.max_span = check_int("RestDrafter.max_span", max_span, 1, why="longest suffix looked up")
-        self.min_span = check_int(
-            "RestDrafter.min_span", min_span, 1, self.max_span, why="shortest suffix looked up, <= max_span"
+    owner = "RestDrafter"
+    datastore: str
+    max_span: int = 16  # longest suffix looked up
+    min_span: int = 2  # shortest suffix looked up
+    num_draft: int = 64  # draft nodes per step
+    length: int = 10  # tokens taken after each occurrence
+    max_matches: int = 5000  # occurrences used
+
+    def _validate(self) -> None:
+        owner = self.owner_name()
+        check_str(f"{owner}.datastore", self.datastore)
+        check_int(f"{owner}.max_span", self.max_span, 1, why="longest suffix looked up")
+        check_int(
+            f"{owner}.min_span", self.min_span, 1, self.max_span, why="shortest suffix looked up, <= max_span"
         )
-        self.num_draft = check_int("RestDrafter.num_draft", num_draft, 1, why="draft nodes per step")
-        self.length = check_int("RestDrafter.length", length, 1, why="tokens taken after each occurrence")
-        self.max_matches = check_int("RestDrafter.max_matches", max_matches, 1, why="occurrences used")
+        check_int(f"{owner}.num_draft", self.num_draft, 1, why="draft nodes per step")
+        check_int(f"{owner}.length", self.length, 1, why="tokens taken after each occurrence")
+        check_int(f"{owner}.max_matches", self.max_matches, 1, why="occurrences used")
+        super()._validate()  # num_draft, by goose.validation.HYPERPARAMETERS
+
+
+class RestDrafter(Drafter):
+    """REST: a draft tree of the heaviest continuations retrieved for the context's longest matching suffix.
+    Keyword arguments are `RestConfig`'s fields."""
+
+    config_class = RestConfig
+    name = "rest"
+
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=self.name if name is None else name)
+        self.cfg = RestConfig(**hyperparameters)
+        self.datastore = self.cfg.datastore
+        self.max_span = self.cfg.max_span
+        self.min_span = self.cfg.min_span
+        self.num_draft = self.cfg.num_draft
+        self.length = self.cfg.length
+        self.max_matches = self.cfg.max_matches
         path = find_datastore(self.datastore)
         if path is None:
             raise ValueError(
-                f"RestDrafter.datastore = {datastore!r}: no such datastore (a .npy path, or <name>.npy in "
+                f"RestDrafter.datastore = {self.datastore!r}: no such datastore (a .npy path, or <name>.npy in "
                 f"goose/data/rest/ or {cache_dir()}); build one with `python -m experiments.rest_datastore "
                 "--model <model>` (conf/method/rest.yaml names <corpus>.<model>)"
             )
         self.store = load_datastore(str(path))
 
     def config(self) -> dict[str, Any]:
-        return {
-            "datastore": self.datastore,
-            "max_span": self.max_span,
-            "min_span": self.min_span,
-            "num_draft": self.num_draft,
-            "length": self.length,
-            "max_matches": self.max_matches,
-        }
+        return self.cfg.as_dict()
 
     def propose(self, committed: list[int]) -> DraftTree:
         span, found = self.store.retrieve(

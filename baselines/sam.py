@@ -59,9 +59,10 @@ class SamDrafter(Drafter):
     """
 
     config_class = SamConfig
+    name = "sam"
 
-    def __init__(self, name: str = "sam", **hyperparameters: Any) -> None:
-        super().__init__(name=check_str("SamDrafter.name", name))
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=check_str("SamDrafter.name", self.name if name is None else name))
         self.cfg = SamConfig(**hyperparameters)
         self.max_draft_len = self.cfg.max_draft_len
         self.match_threshold = self.cfg.match_threshold

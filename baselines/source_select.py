@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,6 +31,7 @@ from baselines.token_recycling import TokenRecyclingDrafter
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.tree import DraftTree
+from goose.method.config import DrafterConfig, GooseConfig
 from goose.validation import check_bool, check_choice, check_float, check_str
 
 SOURCES: tuple[str, ...] = ("pld", "tr", "suffix")
@@ -79,29 +81,51 @@ class SourceEstimate:
             self.rate = (1 - a) * self.rate + a * min(matched, seen) / seen
 
 
-class SourceSelectDrafter(Drafter):
-    """Per step, verify only the candidate of `sources` (pld, tr, suffix) with the best estimated score.
-    stats: select_<source> steps per chosen source, select_none."""
+@dataclass(frozen=True)
+class SourceSelectConfig(DrafterConfig):
+    """Source selection's hyperparameters: the sources (each at its own defaults: pld.yaml, tr.yaml,
+    suffix.yaml), the scoring `rule` (module docstring) and the acceptance EMAs, whose α and start are
+    Goose's (GooseConfig.ema_alpha, ema_init)."""
 
-    def __init__(
-        self,
-        sources: Sequence[str] = SOURCES,
-        rule: str = "expected_accepted",
-        ema_alpha: float = 0.3,
-        ema_init: float = 0.5,
-        counterfactual: bool = True,
-        name: str = "source_select",
-    ) -> None:
-        super().__init__(name=check_str("SourceSelectDrafter.name", name))
-        owner = "SourceSelectDrafter"
+    owner = "SourceSelectDrafter"
+    sources: tuple[str, ...] = SOURCES  # candidates, in tie-break order
+    rule: str = "expected_accepted"  # Σ_d Π_{j<=d} r(j); rate_times_length: llama.cpp's p̂ · L
+    ema_alpha: float = GooseConfig.ema_alpha  # α of the acceptance EMAs
+    ema_init: float = GooseConfig.ema_init  # every rate's start
+    counterfactual: bool = True  # unchosen candidates' rates learn from the committed tokens too
+
+    def _validate(self) -> None:
+        owner = self.owner_name()
+        sources = self.sources
         names = () if isinstance(sources, (str, bytes)) else tuple(str(s) for s in sources)
         if not names or len(set(names)) != len(names) or any(s not in SOURCES for s in names):
             raise ValueError(f"{owner}.sources = {sources!r}: must be distinct names out of {list(SOURCES)}")
-        self.sources = names
-        self.rule = check_choice(f"{owner}.rule", rule, RULES)
-        self.ema_alpha = float(check_float(f"{owner}.ema_alpha", ema_alpha, 0.0, 1.0, why="α, EMA smoothing"))
-        self.ema_init = float(check_float(f"{owner}.ema_init", ema_init, 0.0, 1.0, why="initial rate"))
-        self.counterfactual = check_bool(f"{owner}.counterfactual", counterfactual)
+        check_choice(f"{owner}.rule", self.rule, RULES)
+        alpha = check_float(f"{owner}.ema_alpha", self.ema_alpha, 0.0, 1.0, why="α, EMA smoothing")
+        init = check_float(f"{owner}.ema_init", self.ema_init, 0.0, 1.0, why="initial rate")
+        check_bool(f"{owner}.counterfactual", self.counterfactual)
+        super()._validate()  # ema_alpha and ema_init, by goose.validation.HYPERPARAMETERS
+        object.__setattr__(self, "sources", names)
+        object.__setattr__(self, "ema_alpha", float(alpha))
+        object.__setattr__(self, "ema_init", float(init))
+
+
+class SourceSelectDrafter(Drafter):
+    """Per step, verify only the candidate of `sources` (pld, tr, suffix) with the best estimated score.
+    Keyword arguments are `SourceSelectConfig`'s fields. stats: select_<source> steps per chosen source,
+    select_none."""
+
+    config_class = SourceSelectConfig
+    name = "source_select"
+
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=check_str("SourceSelectDrafter.name", self.name if name is None else name))
+        self.cfg = SourceSelectConfig(**hyperparameters)
+        self.sources = self.cfg.sources
+        self.rule = self.cfg.rule
+        self.ema_alpha = self.cfg.ema_alpha
+        self.ema_init = self.cfg.ema_init
+        self.counterfactual = self.cfg.counterfactual
         makers = {"pld": PromptLookupDrafter, "tr": TokenRecyclingDrafter, "suffix": SuffixDecodingDrafter}
         self.drafters: dict[str, Drafter] = {s: makers[s]() for s in self.sources}
         self.estimates = {s: SourceEstimate(self.ema_alpha, self.ema_init) for s in self.sources}
@@ -110,11 +134,7 @@ class SourceSelectDrafter(Drafter):
 
     def config(self) -> dict[str, Any]:
         return {
-            "sources": list(self.sources),
-            "rule": self.rule,
-            "ema_alpha": self.ema_alpha,
-            "ema_init": self.ema_init,
-            "counterfactual": self.counterfactual,
+            **self.cfg.as_dict(),
             **{f"{s}_{k}": v for s, d in self.drafters.items() for k, v in d.config().items()},
         }
 

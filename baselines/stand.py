@@ -153,43 +153,21 @@ def gumbel_order(probs: Sequence[float], rng: random.Random) -> list[int]:
 
 
 class StandDrafter(RunLongTable, Drafter):
-    """STAND: sampled n-gram drafts verified with their proposal q (`StandConfig`)."""
+    """STAND: sampled n-gram drafts verified with their proposal q; keyword arguments are `StandConfig`'s
+    fields."""
 
     samples_drafts = True
+    sizes_itself = True  # budget=auto: sized while drawing (`use_latency`), never cut after the draws
     config_class = StandConfig
+    name = "stand"
 
-    def __init__(
-        self,
-        budget: int = StandConfig.budget,
-        max_depth: int = StandConfig.max_depth,
-        max_children: int = StandConfig.max_children,
-        k: int = StandConfig.k,
-        max_order: int = StandConfig.max_order,
-        prefill_harvest: bool = StandConfig.prefill_harvest,
-        persistent_table: bool = StandConfig.persistent_table,
-        shape: str = StandConfig.shape,
-        num_paths: int = StandConfig.num_paths,
-        trunk_len: int = StandConfig.trunk_len,
-        path_len: int = StandConfig.path_len,
-        name: str = "stand",
-    ) -> None:
-        super().__init__(name=name)
-        self.cfg = StandConfig(
-            budget=budget,
-            max_depth=max_depth,
-            max_children=max_children,
-            k=k,
-            max_order=max_order,
-            prefill_harvest=prefill_harvest,
-            persistent_table=persistent_table,
-            shape=shape,
-            num_paths=num_paths,
-            trunk_len=trunk_len,
-            path_len=path_len,
-        )
-        self.budget, self.max_depth, self.k, self.prefill_harvest = budget, max_depth, k, prefill_harvest
-        self.max_children = 1 if shape == "chain" else max_children
-        self.max_order, self.persistent_table = max_order, persistent_table
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=self.name if name is None else name)
+        self.cfg = cfg = StandConfig(**hyperparameters)
+        self.budget, self.max_depth, self.k = cfg.budget, cfg.max_depth, cfg.k
+        self.prefill_harvest, self.persistent_table = cfg.prefill_harvest, cfg.persistent_table
+        self.max_children = 1 if cfg.shape == "chain" else cfg.max_children
+        self.max_order = cfg.max_order
         self.table: NgramDistributionTable | None = None
         self._rng = random.Random(0)
         self._latency: Callable[[int], float] | None = None

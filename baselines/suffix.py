@@ -73,9 +73,10 @@ class SuffixDecodingDrafter(Drafter):
     """
 
     config_class = SuffixConfig
+    name = "suffix"
 
-    def __init__(self, name: str = "suffix", **hyperparameters: Any) -> None:
-        super().__init__(name=check_str("SuffixDecodingDrafter.name", name))
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=check_str("SuffixDecodingDrafter.name", self.name if name is None else name))
         self.cfg = SuffixConfig(**hyperparameters)
         self.mode = self.cfg.mode
         self.max_depth = self.cfg.max_depth

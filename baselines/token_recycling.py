@@ -126,9 +126,10 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
     are `TokenRecyclingConfig`'s fields."""
 
     config_class = TokenRecyclingConfig
+    name = "tr"
 
-    def __init__(self, name: str = "tr", **hyperparameters: Any) -> None:
-        super().__init__(name=name)
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=self.name if name is None else name)
         self.cfg = TokenRecyclingConfig(**hyperparameters)
         self.k = self.cfg.k
         self.template = self.cfg.template

@@ -23,9 +23,9 @@ harness's own traces: the first cycle whose (route, tree size, accepted length) 
 counters: τ only). Rows go to <out>/<setting>.csv (one per prompt), the summary to
 <out>/summary.json; a setting whose CSV exists is read back instead of re-run (--force re-runs).
 
-    python experiments/compat_reference.py                              # goose iso3 iso5, both settings
-    python experiments/compat_reference.py --methods goose --toggles    # one difference at a time
-    python experiments/compat_reference.py --ablations --settings authors harness
+    python -m experiments.compat_reference                             # goose iso3 iso5, both settings
+    python -m experiments.compat_reference --methods goose --toggles   # one difference at a time
+    python -m experiments.compat_reference --ablations --settings authors harness
 """
 
 from __future__ import annotations
@@ -39,20 +39,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from goose.engine.core.decode import generate
+from goose.engine.core.tree import SPINE
+from goose.engine.core.walk import greedy_walk
+from goose.engine.forward.choose import verification_engine
+from goose.harness.chat import encode_prompt
+from goose.harness.compose import benchmark_prompts, compose_config, drafter_factory
+from goose.harness.models.load import load_model
+from goose.method.compat import AUTHORS, HARNESS, CompatRules
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # runnable as a plain script (python experiments/compat_reference.py)
-    sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from goose.engine.core.decode import generate  # noqa: E402
-from goose.engine.core.tree import SPINE  # noqa: E402
-from goose.engine.core.verifier import VerificationEngine, greedy_walk  # noqa: E402
-from goose.harness.chat import encode_prompt  # noqa: E402
-from goose.harness.compose import benchmark_prompts, compose_config, drafter_factory  # noqa: E402
-from goose.harness.models import load_model  # noqa: E402
-from goose.method.compat import AUTHORS, HARNESS, CompatRules  # noqa: E402
-
 REFERENCE = ROOT.parent / "shared" / "reference" / "official-goose-smollm2-fp32.csv"
 OUT = ROOT / "results" / "reference" / "compat"
 BENCHES = ("humaneval", "gsm8k", "mtbench")
@@ -289,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
             loaded = load_model(**OmegaConf.to_container(cfg.model, resolve=True))
             engines = {
-                lean: VerificationEngine(
+                lean: verification_engine(
                     loaded.model, loaded.eos_token_ids, loaded.context_length, lean=(lean == "lean") or False
                 )
                 for lean in ("lean", "transformers")

@@ -4,8 +4,8 @@ Calibrates `goose.engine.budget.cost_model` (median over repeats of one verifica
 every n from 1 to 24 nodes, then sparser up to 128, after a KV cache of --kv-len tokens) for each dtype
 and writes <out-dir>/<name>.csv (one row per dtype and size, with every sample) and <name>.json (the latency
 tables and the environment; `LatencyTable.from_dict` reads each table back, e.g. for
-`bench.py --latency`), by default under results/cost_curve/; `make figures` draws <name>.png and
-.pdf from the JSON (analysis/cost_curve.py), and so does this script, into --figures.
+`experiments.bench --latency`), by default under results/cost_curve/; `make figures` (or `make cost-curve`,
+which runs this script first) draws <name>.png and .pdf from the JSON (analysis/cost_curve.py).
 Each size is also reported as a multiple of its hardware floor (goose.engine.budget.hardware_limit: the
 larger of weight + KV bytes / measured bandwidth and FLOPs / measured matmul throughput), so the
 curve means the same on any machine.
@@ -22,8 +22,7 @@ from pathlib import Path
 
 import torch
 
-from analysis.cost_curve import plot
-from experiments.bench import model_and_engine
+from experiments.bench.load import model_and_engine
 from goose.engine.budget.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
 from goose.engine.budget.hardware_limit import StepFloor, measure_floor
 from goose.harness.runner import environment
@@ -39,7 +38,6 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--update-topk", type=int, default=10, help="include a drafter's top-K update (0 = off)")
     ap.add_argument("--out-dir", default="results/cost_curve", help="where the JSON and CSV records go")
-    ap.add_argument("--figures", default="figures", help="where the figure goes (analysis/cost_curve.py)")
     ap.add_argument("--name", default="cost_curve")
     args = ap.parse_args(argv)
     if args.threads:
@@ -114,8 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
     env = environment()
     record = {"args": vars(args), "environment": env, "tables": {d: t.to_dict() for d, t in tables.items()}}
     stem.with_suffix(".json").write_text(json.dumps(record, indent=1))
-    drawn = plot(record, Path(args.figures), args.name)
-    print(f"wrote {stem}.csv, .json; {', '.join(map(str, drawn))} (device {device})")
+    print(f"wrote {stem}.csv, .json (device {device}); `make figures` draws them")
     return tables
 
 

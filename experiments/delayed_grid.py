@@ -20,27 +20,22 @@ The same command resumes: (method, shape, prompt) runs already in grid.jsonl are
 
 from __future__ import annotations
 
-import os
+import argparse
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import torch
 
-import argparse  # noqa: E402
-import itertools  # noqa: E402
-import json  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import torch  # noqa: E402
-
-from analysis.delayed_shape import SHAPE_KEYS, choose_shapes, shape_overrides  # noqa: E402
-from experiments.bench import load_prompts, method_factory, model_and_engine  # noqa: E402
-from goose.engine.core.decode import generate  # noqa: E402
-from goose.engine.core.sampling import SamplingParams, derive_seed  # noqa: E402
-from goose.harness.compose import UserError, compose_config  # noqa: E402
-from goose.harness.rows import environment  # noqa: E402
-from goose.records.results import append_line, read_rows  # noqa: E402
+from experiments.bench.load import load_prompts, method_factory, model_and_engine
+from goose.engine.core.decode import generate
+from goose.engine.core.sampling import SamplingParams, derive_seed
+from goose.harness.compose import UserError, compose_config
+from goose.harness.rows import environment
+from goose.records.delayed_shape import SHAPE_KEYS, choose_shapes, shape_overrides
+from goose.records.results import append_line, read_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -28,9 +28,9 @@ from omegaconf import OmegaConf
 
 from goose.engine.budget.cost_model import calibrate
 from goose.engine.budget.hardware_limit import measure_floor
-from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from goose.harness.compose import compose_config
-from goose.harness.models import load_model
+from goose.harness.models.load import load_model
 from goose.harness.runner import environment, warm_up
 
 VARIANTS = {
@@ -52,7 +52,7 @@ def measure(
     loaded = load_model(**OmegaConf.to_container(cfg.model, resolve=True))
     engines = {}
     for name in variants:
-        engine = VerificationEngine(
+        engine = verification_engine(
             loaded.model, loaded.eos_token_ids, loaded.context_length, **VARIANTS[name]
         )
         if engine.forward_name != name:  # e.g. no oneDNN: say so instead of timing something else

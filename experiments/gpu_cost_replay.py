@@ -37,8 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.projection import CostCurve
 from baselines.hw_tree.pool import best_size, expected_committed
+from goose.records.cost_curve import CostCurve
 from goose.records.seal import read_json, write_json_xz
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,10 +19,10 @@ import torch
 from omegaconf import OmegaConf
 
 from goose.engine.budget.cost_model import calibrate
-from goose.engine.core.verifier import VerificationEngine
 from goose.engine.forward import lean_forward
+from goose.engine.forward.choose import verification_engine
 from goose.harness.compose import compose_config
-from goose.harness.models import load_model
+from goose.harness.models.load import load_model
 from goose.harness.runner import environment, warm_up
 
 SETTINGS = {"gqa rows (now)": True, "sdpa gqa (before)": False}
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     cfg = compose_config([f"model={args.model}", f"model.dtype={args.dtype}"])
     loaded = load_model(**OmegaConf.to_container(cfg.model, resolve=True))
-    engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
+    engine = verification_engine(loaded.model, loaded.eos_token_ids, loaded.context_length)
     warm_up(engine, loaded.tokenizer("Warm up the forward pass.").input_ids)
     results: dict[str, dict[str, dict[int, list[float]]]] = {}
     for kv_len in (int(k) for k in args.kv_lens.split(",")):

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from baselines.hw_tree import HwTreeDrafter
-    from experiments.bench import load_prompts, method_factory, model_and_engine
+    from experiments.bench.load import load_prompts, method_factory, model_and_engine
     from goose.engine.budget.cost_model import LatencyTable
     from goose.engine.core.decode import generate
     from goose.harness.job import auto_budget
@@ -119,9 +119,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     hw_set = [f"method.drafter.{o}" for o in args.hw_tree_set]
     make_hw, _ = auto_budget(method_factory("hw_tree", hw_set, model=args.model), engine, args.latency)
     opt, hw = make_opt(), make_hw()  # one of each across prompts, as in a run
-    hw_inner = hw.inner
+    hw_inner = hw.drafter
     assert isinstance(hw_inner, HwTreeDrafter)
-    probes = {"opt_tree_auto": RowProbe(opt.inner), "hw_tree_auto": RowProbe(hw_inner)}
+    probes = {"opt_tree_auto": RowProbe(opt.drafter), "hw_tree_auto": RowProbe(hw_inner)}
 
     def hw_step(tree: Any) -> tuple[Any, list[dict[int, int]], list[int]]:
         pool, sel = hw_inner.last_pool, hw_inner.last_selection  # a fresh pool per step
@@ -137,8 +137,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for p in prompts:
         opt_steps, hw_steps = AnchorRecorder(lambda tree: tree), AnchorRecorder(hw_step)
         runs = {
-            "opt_tree_auto": generate(engine, opt, p.ids, args.max_new_tokens, on_step=opt_steps),
-            "hw_tree_auto": generate(engine, hw, p.ids, args.max_new_tokens, on_step=hw_steps),
+            "opt_tree_auto": generate(
+                engine, opt.drafter, p.ids, args.max_new_tokens, on_step=opt_steps, sizer=opt.sizer
+            ),
+            "hw_tree_auto": generate(
+                engine, hw_inner, p.ids, args.max_new_tokens, on_step=hw_steps, sizer=hw.sizer
+            ),
         }
         output = list(runs["hw_tree_auto"].output_ids)
         if list(runs["opt_tree_auto"].output_ids) != output:

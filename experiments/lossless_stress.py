@@ -30,13 +30,17 @@ from typing import Any
 
 import torch
 
-from goose.harness.benchmarks import (
-    PAPER_BENCHMARKS,
+from goose.harness.compose import (
+    UserError,
+    benchmark_prompts,
+    compose_config,
+    drafter_factory,
+    load_engine,
+    sampling_settings,
 )
-from goose.harness.compose import UserError, benchmark_prompts, compose_config, drafter_factory, load_engine
-from goose.harness.job import sampling_settings
 from goose.harness.runner import Cell, near_tie_threshold, run_cell
 from goose.records.metrics import format_table
+from goose.records.paper import PAPER_BENCHMARKS
 from goose.records.results import read_rows, results_path
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

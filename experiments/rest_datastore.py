@@ -9,22 +9,17 @@ line; default: the shipped goose/data/rest/mbpp_nontest.jsonl) tokenized without
 
 from __future__ import annotations
 
-import os
+import argparse
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from transformers import AutoTokenizer
 
-import argparse  # noqa: E402
-import hashlib  # noqa: E402
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-from transformers import AutoTokenizer  # noqa: E402
-
-from goose.harness.compose import compose_config  # noqa: E402
-from goose.harness.models import gguf_cache_dir, locate_gguf  # noqa: E402
-from goose.sources.suffix_array import SHIPPED_DIR, TokenDatastore, cache_dir  # noqa: E402
+from goose.harness.compose import compose_config
+from goose.harness.models.gguf import gguf_cache_dir, locate_gguf
+from goose.sources.suffix_array import SHIPPED_DIR, TokenDatastore, cache_dir
 
 DEFAULT_CORPUS = SHIPPED_DIR / "mbpp_nontest.jsonl"
 

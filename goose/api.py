@@ -120,14 +120,15 @@ _USER_ENGINE: dict[str, Any] = {}  # the engine of the last transformers model p
 def _user_engine(model: Any, tokenizer: Any, cfg: DictConfig) -> Any:
     """The verification engine of a transformers model (set to eval mode), built once per model."""
     from goose.harness.compose import build_engine, engine_settings
-    from goose.harness.models import eos_ids
+    from goose.harness.models.load import eos_ids
 
-    key = repr((id(model), *engine_settings(cfg).values()))
+    settings = engine_settings(cfg)
+    key = repr((id(model), *settings.values()))
     if _USER_ENGINE.get("key") != key or _USER_ENGINE["engine"].model is not model:
         _USER_ENGINE.clear()
         model.eval()
         context = getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length
-        engine = build_engine(model, tokenizer, eos_ids(tokenizer, model), int(context), cfg)
+        engine = build_engine(model, tokenizer, eos_ids(tokenizer, model), int(context), settings)
         _USER_ENGINE.update(key=key, engine=engine)
     return _USER_ENGINE["engine"]
 
@@ -179,6 +180,7 @@ def speculate(
     """
     from goose.engine.core.decode import generate
     from goose.engine.core.sampling import SamplingParams
+    from goose.engine.core.sizing import Speculator
     from goose.harness.chat import encode_prompt
     from goose.harness.compose import UserError, drafter_factory, load_engine
     from goose.harness.runner import generation_row
@@ -216,15 +218,23 @@ def speculate(
         chat, prompt_ids = False, [int(t) for t in prompt]
     if not prompt_ids:
         raise ValueError("prompt: empty (no tokens)")
-    drafter = make_drafter()
-    gen = generate(engine, drafter, prompt_ids, max_new_tokens, sampling=sampling, seed=seed)
+    speculator = Speculator.of(make_drafter())  # the drafter and the sizer of its trees
+    gen = generate(
+        engine,
+        speculator.drafter,
+        prompt_ids,
+        max_new_tokens,
+        sampling=sampling,
+        seed=seed,
+        sizer=speculator.sizer,
+    )
     row = generation_row(gen)
     return Speculation(
         text=tokenizer.decode(gen.output_ids, skip_special_tokens=True),
         token_ids=list(gen.output_ids),
         prompt_ids=prompt_ids,
         method=str(cfg.method.name) + ("_auto" if auto_budget and cfg.method.name != "ar" else ""),
-        method_config=drafter.config(),
+        method_config=speculator.config(),
         tau=row["tau"],
         accepted_lengths=row["step_accepted"],
         tree_sizes=row["step_tree_size"],

@@ -1,4 +1,4 @@
-"""Checks of user settings, shared by the Hydra config hook and every drafter's constructor. A bad value
+"""Checks of user settings, shared by the Hydra config hook and every drafter's config class. A bad value
 raises `ValueError` naming field, value and what is allowed, e.g. ``Eagle2Drafter.budget = 1: must be an
 integer >= 2``; each helper returns what it accepted. `HYPERPARAMETERS` holds the ranges of the drafters'
 shared hyperparameters (B, D, K, min_score, …) in one place.

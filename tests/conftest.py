@@ -84,16 +84,18 @@ def model_spec(name: str) -> dict:
 @pytest.fixture(scope="session")
 def smollm2():
     """(LoadedModel, VerificationEngine) for the real SmolLM2-135M-Instruct, fp32, CPU."""
-    from goose.engine.core.verifier import VerificationEngine
-    from goose.harness.models import load_model
+    from goose.engine.forward.choose import verification_engine
+    from goose.harness.models.load import load_model
 
     loaded = load_model(**model_spec("smollm2-135m"))
-    return loaded, VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length)
+    return loaded, verification_engine(loaded.model, loaded.eos_token_ids, loaded.context_length)
 
 
 def bench_prompts(name: str, limit: int):
     """The first `limit` prompts of conf/bench/<name>.yaml: from its package, else from ../shared/data."""
-    from goose.harness.benchmarks import bench_spec, file_in_data_dir, load_benchmark
+    from goose.harness.benchmarks.load import load_benchmark
+    from goose.harness.benchmarks.sources import file_in_data_dir
+    from goose.harness.benchmarks.spec import bench_spec
 
     spec = bench_spec(name)
     data_file = file_in_data_dir(spec, SHARED_DATA)

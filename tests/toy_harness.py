@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from goose.engine.core.verifier import VerificationEngine
-from goose.harness.benchmarks import Prompt
+from goose.engine.forward.choose import verification_engine
+from goose.harness.benchmarks.spec import Prompt
 from goose.harness.runner import Cell
 from tests.tiny_models import VOCAB, tiny_model
 
@@ -48,7 +49,9 @@ def toy_prompts(n: int, length: int = 12, poison_at: int | None = None, seed: in
 
 
 def tiny_engine(seed: int = 0, context_length: int = 256) -> VerificationEngine:
-    return VerificationEngine(tiny_model("llama", seed=seed), eos_token_ids=(), context_length=context_length)
+    return verification_engine(
+        tiny_model("llama", seed=seed), eos_token_ids=(), context_length=context_length
+    )
 
 
 def cell_of(method: str, drafter, max_new: int = 24) -> Cell:

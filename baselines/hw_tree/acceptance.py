@@ -4,8 +4,9 @@ the product of per-edge acceptance rates along its path), and their calibration 
 r = P(node accepted | parent accepted) per cell (source mask, depth bucket, confidence bin of the lead source;
 baselines.hw_tree.pool). Two levels of Beta smoothing: a coarse cell (mask, depth) shrinks to the prior
 of its lead source, a fine cell shrinks to the coarse rate scaled by its bin's prior relative to the
-coarse prior, so an unseen bin keeps the prior's ordering at the learnt level. Counts decay every step, as
-budget=auto's (goose.engine.budget.auto_budget), so a cell that stops being seen returns to its prior.
+coarse prior, so an unseen bin keeps the prior's ordering at the learnt level. The counts are the shared
+`DecayedCounts` (goose.engine.core.acceptance), decayed every step as budget=auto's, so a cell that stops
+being seen returns to its prior.
 `Calibration` counts, per bin of the predicted P(path accepted), the verified nodes and the accepted ones.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from baselines.hw_tree.pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MASKS, RUN, SOURCE_BITS, SUF
+from goose.engine.core.acceptance import DecayedCounts
 
 DEPTH_BUCKETS = 12  # 1..8 each, 9-12, 13-20, 21+ (index 0 unused: the anchor)
 BUCKET_DEPTH = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 16, 24)  # a representative depth per bucket
@@ -48,7 +50,7 @@ def source_priors(ctx: float, alt: float, suf: float, adj: float, run: float) ->
     return np.clip(out, 0.02, 0.95)
 
 
-class AcceptanceEstimator:
+class AcceptanceEstimator(DecayedCounts):
     """r per cell, learnt online from labelled pool nodes; `prior` is [source, bin] (`source_priors`) at
     depth 1; deeper, a copying source's prior keeps `chain_gain` of the rejection rate per level (r_d = 1 −
     (1 − r_1)·chain_gain^(d−1): once a copied run is accepted, its next token usually is too);
@@ -63,8 +65,8 @@ class AcceptanceEstimator:
             raise ValueError(f"decay = {decay}: must be in (0, 1]")
         if not 0.0 < chain_gain <= 1.0:
             raise ValueError(f"chain_gain = {chain_gain}: must be in (0, 1]")
+        super().__init__((NUM_MASKS, DEPTH_BUCKETS, CONF_BINS), float(decay))
         self.strength = float(prior_strength)
-        self.decay = float(decay)
         # per mask: its lead source's prior per bin, at least the mean prior of any other source it carries
         gain = np.asarray(chain_gain, dtype=float) ** (np.asarray(BUCKET_DEPTH) - 1.0).clip(min=0)
         by_depth = np.repeat(prior[:, None, :], DEPTH_BUCKETS, axis=1)  # [source, depth, bin]
@@ -82,8 +84,6 @@ class AcceptanceEstimator:
             fine_prior[mask] = np.maximum(by_depth[lead], floor)
         self.fine_prior = fine_prior
         self.coarse_prior = fine_prior.mean(axis=2)
-        self.reached = np.zeros((NUM_MASKS, DEPTH_BUCKETS, CONF_BINS))
-        self.accepted = np.zeros_like(self.reached)
         self._table: list[float] | None = None
 
     @staticmethod
@@ -105,16 +105,20 @@ class AcceptanceEstimator:
         return self._table
 
     def update(self, cells: list[int], reached: list[bool], hit: list[bool]) -> None:
-        """One verified tree: per drafted node its cell, whether its parent was accepted, whether it was."""
-        if self.decay < 1.0:
-            self.reached *= self.decay
-            self.accepted *= self.decay
-        flat_r, flat_a = self.reached.reshape(-1), self.accepted.reshape(-1)
+        """One verified tree: per drafted node its cell, whether its parent was accepted, whether it was;
+        the counts age one step first."""
+        self.age()
+        reach, hits = [], []
         for c, r, h in zip(cells, reached, hit, strict=True):
             if r:
-                flat_r[c] += 1.0
+                reach.append(c)
                 if h:
-                    flat_a[c] += 1.0
+                    hits.append(c)
+        shape = self.reached.shape
+        self.add(
+            np.unravel_index(np.asarray(reach, dtype=np.int64), shape),
+            np.unravel_index(np.asarray(hits, dtype=np.int64), shape),
+        )
         self._table = None
 
     def state(self) -> dict[str, np.ndarray]:

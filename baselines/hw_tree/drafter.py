@@ -186,6 +186,7 @@ class HwTreeDrafter(AdjacencyDrafter):
     """
 
     config_class = HwTreeConfig
+    sizes_itself = True  # budget=auto: b chosen against t(n) (`use_latency`), never cut after
 
     def __init__(self, **hyperparameters: Any) -> None:
         super().__init__("hw_tree", HwTreeConfig(**hyperparameters))

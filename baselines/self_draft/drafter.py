@@ -19,18 +19,20 @@ At T = 0 every draw is the argmax (a tree takes q's most likely tokens; i.i.d. p
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 
 from baselines.self_draft.search import Proposal, sample_index, search_skip_set, truncated_proposals
 from baselines.stand import gumbel_order
+from goose.engine.core.backend import SkipSet
 from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.drafter import Drafter
 from goose.engine.core.sampling import derive_seed
 from goose.engine.core.tree import BRANCH, DraftTree
-from goose.engine.forward.lean_forward import SkipSet
-from goose.validation import check_choice, check_float, check_hyperparameters, check_int, check_int_list
+from goose.method.config import DrafterConfig
+from goose.validation import check_choice, check_float, check_int, check_int_list
 
 SHAPES = ("chain", "tree", "iid", "delayed")
 OWNER = "SelfDraftDrafter"
@@ -57,53 +59,79 @@ def check_skip_range(name: str, layers: tuple[int, ...], num_layers: int) -> Non
         )
 
 
+@dataclass(frozen=True)
+class SelfDraftConfig(DrafterConfig):
+    """The self-draft's hyperparameters (module docstring): the draft's `shape` and its sizes, q's support
+    `top_k`, and the skip set: `skip_attention` / `skip_mlp` fix it (either given), else it is searched per
+    prompt over `search_trials` candidates of int(2 (L − 2) · `skip_ratio`) sub-layers, scored on the
+    prompt's last `search_window` tokens. skip_ratio 0.45 is SWIFT's (13B models)."""
+
+    owner = OWNER
+    shape: str = "chain"
+    top_k: int = 16  # tokens in q's truncated support
+    max_depth: int = 8
+    confidence: float = 0.5  # chain: stop below a node whose q has top probability < confidence
+    budget: int = 24
+    max_children: int = 4  # tree: children per node at most
+    coverage: float = 0.8  # tree: q mass a node's children cover
+    beam: int = 4  # tree: nodes expanded per level
+    paths: int = 4  # iid / delayed: K, i.i.d. paths
+    path_length: int = 4  # iid / delayed: tokens per i.i.d. path
+    trunk: int = 2  # delayed: L1, the trunk
+    skip_attention: tuple[int, ...] | None = None
+    skip_mlp: tuple[int, ...] | None = None
+    skip_ratio: float = 0.45
+    search_trials: int = 16
+    search_window: int = 32
+
+    def _validate(self) -> None:
+        check_choice(f"{OWNER}.shape", self.shape, SHAPES)
+        super()._validate()  # budget and max_depth, by goose.validation.HYPERPARAMETERS
+        check_int(f"{OWNER}.top_k", self.top_k, low=1, why="tokens in q's truncated support")
+        check_float(f"{OWNER}.confidence", self.confidence, 0.0, 1.0, why="chain stop threshold")
+        check_int(f"{OWNER}.max_children", self.max_children, low=1)
+        check_float(f"{OWNER}.coverage", self.coverage, 0.0, 1.0, why="q mass a node's children cover")
+        check_int(f"{OWNER}.beam", self.beam, low=1, why="nodes expanded per tree level")
+        check_int(f"{OWNER}.paths", self.paths, low=1, why="K, i.i.d. paths")
+        check_int(f"{OWNER}.path_length", self.path_length, low=1, why="tokens per i.i.d. path")
+        check_int(f"{OWNER}.trunk", self.trunk, low=0, why="L1, the delayed tree's trunk")
+        object.__setattr__(self, "skip_attention", _skip_layers("skip_attention", self.skip_attention))
+        object.__setattr__(self, "skip_mlp", _skip_layers("skip_mlp", self.skip_mlp))
+        check_float(f"{OWNER}.skip_ratio", self.skip_ratio, 0.0, 1.0, why="share of sub-layers")
+        check_int(f"{OWNER}.search_trials", self.search_trials, low=1)
+        check_int(f"{OWNER}.search_window", self.search_window, low=1, why="prompt tokens")
+
+
 class SelfDraftDrafter(Drafter):
-    """Layer-skip self-draft (module docstring). `skip_attention` / `skip_mlp`: a fixed skip set (either
-    given), else one searched per prompt over `search_trials` candidates of int(2 (L − 2) · `skip_ratio`)
-    sub-layers, scored on the prompt's last `search_window` tokens; `top_k`: q's support."""
+    """Layer-skip self-draft (module docstring); keyword arguments are `SelfDraftConfig`'s fields."""
 
     samples_drafts = True
     needs_draft_forward: ClassVar[bool] = True
+    # budget=auto: the tree is sized while drafting (budget, confidence), never cut after its draws (a cut
+    # that depends on them would bias rejection sampling); the latency is not used.
+    sizes_itself: ClassVar[bool] = True
+    config_class = SelfDraftConfig
+    name = "self_draft"
 
-    def __init__(
-        self,
-        shape: str = "chain",
-        top_k: int = 16,
-        max_depth: int = 8,
-        confidence: float = 0.5,
-        budget: int = 24,
-        max_children: int = 4,
-        coverage: float = 0.8,
-        beam: int = 4,
-        paths: int = 4,
-        path_length: int = 4,
-        trunk: int = 2,
-        skip_attention: list[int] | None = None,
-        skip_mlp: list[int] | None = None,
-        skip_ratio: float = 0.45,
-        search_trials: int = 16,
-        search_window: int = 32,
-        name: str = "self_draft",
-    ) -> None:
-        super().__init__(name=name)
-        self.shape = check_choice(f"{OWNER}.shape", shape, SHAPES)
-        check_hyperparameters(OWNER, budget=budget, max_depth=max_depth)
-        self.budget, self.max_depth = budget, max_depth
-        self.top_k = check_int(f"{OWNER}.top_k", top_k, low=1, why="tokens in q's truncated support")
-        self.confidence = check_float(f"{OWNER}.confidence", confidence, 0.0, 1.0, why="chain stop threshold")
-        self.max_children = check_int(f"{OWNER}.max_children", max_children, low=1)
-        self.coverage = check_float(
-            f"{OWNER}.coverage", coverage, 0.0, 1.0, why="q mass a node's children cover"
-        )
-        self.beam = check_int(f"{OWNER}.beam", beam, low=1, why="nodes expanded per tree level")
-        self.paths = check_int(f"{OWNER}.paths", paths, low=1, why="K, i.i.d. paths")
-        self.path_length = check_int(f"{OWNER}.path_length", path_length, low=1, why="tokens per i.i.d. path")
-        self.trunk = check_int(f"{OWNER}.trunk", trunk, low=0, why="L1, the delayed tree's trunk")
-        self.skip_attention = _skip_layers("skip_attention", skip_attention)
-        self.skip_mlp = _skip_layers("skip_mlp", skip_mlp)
-        self.skip_ratio = check_float(f"{OWNER}.skip_ratio", skip_ratio, 0.0, 1.0, why="share of sub-layers")
-        self.search_trials = check_int(f"{OWNER}.search_trials", search_trials, low=1)
-        self.search_window = check_int(f"{OWNER}.search_window", search_window, low=1, why="prompt tokens")
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=self.name if name is None else name)
+        self.cfg = cfg = SelfDraftConfig(**hyperparameters)
+        self.shape = cfg.shape
+        self.top_k = cfg.top_k
+        self.max_depth = cfg.max_depth
+        self.confidence = cfg.confidence
+        self.budget = cfg.budget
+        self.max_children = cfg.max_children
+        self.coverage = cfg.coverage
+        self.beam = cfg.beam
+        self.paths = cfg.paths
+        self.path_length = cfg.path_length
+        self.trunk = cfg.trunk
+        self.skip_attention = cfg.skip_attention
+        self.skip_mlp = cfg.skip_mlp
+        self.skip_ratio = cfg.skip_ratio
+        self.search_trials = cfg.search_trials
+        self.search_window = cfg.search_window
         self.draft_forward: DraftForward | None = None
         self.skip = SkipSet()
         self._rng = random.Random(0)
@@ -117,24 +145,7 @@ class SelfDraftDrafter(Drafter):
         return not self.fixed_skip  # the search compares with the full model's argmax on the prompt
 
     def config(self) -> dict[str, Any]:
-        return {
-            "shape": self.shape,
-            "top_k": self.top_k,
-            "max_depth": self.max_depth,
-            "confidence": self.confidence,
-            "budget": self.budget,
-            "max_children": self.max_children,
-            "coverage": self.coverage,
-            "beam": self.beam,
-            "paths": self.paths,
-            "path_length": self.path_length,
-            "trunk": self.trunk,
-            "skip_attention": None if self.skip_attention is None else list(self.skip_attention),
-            "skip_mlp": None if self.skip_mlp is None else list(self.skip_mlp),
-            "skip_ratio": self.skip_ratio,
-            "search_trials": self.search_trials,
-            "search_window": self.search_window,
-        }
+        return self.cfg.as_dict()
 
     def use_draft_forward(self, draft_forward: DraftForward) -> None:
         """The engine's skipped forward for this prompt (before `begin`); checks a fixed skip set against L."""
@@ -146,10 +157,6 @@ class SelfDraftDrafter(Drafter):
 
     def draft_shape(self) -> str:
         return self.shape
-
-    def use_latency(self, latency: Any) -> None:
-        """budget=auto: the tree is sized while drafting (budget, confidence), never cut after its draws
-        (a cut that depends on them would bias rejection sampling); the latency is not used."""
 
     def set_sampling(self, sampling, seed: int) -> None:
         super().set_sampling(sampling, seed)

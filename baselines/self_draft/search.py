@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import torch
 
+from goose.engine.core.backend import SkipSet
 from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.sampling import SamplingParams, warp_scores
-from goose.engine.forward.lean_forward import SkipSet
 
 Proposal = tuple[tuple[int, ...], tuple[float, ...]]
 SubLayer = tuple[str, int]  # ("attention" | "mlp", layer index)

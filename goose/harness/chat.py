@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from goose.harness.benchmarks import FIELD_CHECKS, BenchmarkError
+from goose.harness.benchmarks.spec import FIELD_CHECKS, BenchmarkError
 
 # model.base_prompt_format -> its template ({prompt}: the benchmark's prompt text). instruction_response:
 # Alpaca's headers without its preamble, the best of six forms tried on Gemma-3-270M (AR, greedy, 128 tokens,

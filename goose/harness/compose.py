@@ -5,12 +5,16 @@ plus overrides into a validated config, a drafter factory, a model with its engi
     drafter = build_drafter(cfg); loaded, engine = load_engine(cfg)
     spec, prompts, source = benchmark_prompts(cfg, effective_sizes(cfg)[0])
 
+Each of those reads its part of the config and hands plain values to its twin (`new_drafter`, `engine_for`,
+`load_prompts`, `prompt_form`). A run.py job reads its config once, into `RunSettings`, and calls the twins
+with its values, so that the config goes no further than the job's edge.
 Errors a user can fix raise `UserError` (exit 2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +24,18 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from goose.engine.core.drafter import Drafter
+from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
 from goose.engine.core.verify.rules import check_verifier
-from goose.harness.benchmarks import (
-    BenchmarkError,
-    BenchmarkSpec,
-    Prompt,
-    file_in_data_dir,
-    load_benchmark,
-    resolve_source,
-)
+from goose.engine.forward.choose import verification_engine
+from goose.harness.benchmarks.load import load_benchmark
+from goose.harness.benchmarks.sources import file_in_data_dir, resolve_source
+from goose.harness.benchmarks.spec import BenchmarkError, BenchmarkSpec, Prompt
+from goose.harness.cells import SamplingPlan
 from goose.harness.chat import PromptForm, decide_chat_template
 from goose.harness.config_schema import validate_config  # also registers the schema config.yaml uses
-from goose.harness.models import LoadedModel, ModelUnavailableError, load_model
+from goose.harness.models.devices import ModelUnavailableError
+from goose.harness.models.load import LoadedModel, load_model
 from goose.harness.runner import warm_up
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -77,27 +80,34 @@ def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
 
 
 def build_drafter(cfg: DictConfig) -> Drafter:
-    """The drafter of `cfg.method.drafter`, checked against `sampling.verifier`; a bad value raises a
-    UserError."""
+    """The drafter of `cfg.method.drafter`, checked against `sampling.verifier` (`new_drafter`)."""
+    node = cfg.get("sampling") or {}
+    return new_drafter(
+        cfg.method.name, cfg.method.drafter, node.get("verifier", "auto"), node.get("temperature", 0.0)
+    )
+
+
+def new_drafter(method: str, spec: Any, verifier: str = "auto", temperature: float = 0.0) -> Drafter:
+    """The drafter that `spec` (a method's `drafter` node) instantiates, checked against the sampling's
+    `verifier` at `temperature`; a bad value raises a UserError."""
     try:
-        drafter = instantiate(cfg.method.drafter, _convert_="all")
+        drafter = instantiate(spec, _convert_="all")
     except InstantiationException as exc:
         cause = exc.__cause__ or exc
-        raise UserError(f"method={cfg.method.name}: invalid configuration: {cause}") from None
-    check_drafter_verifier(cfg, drafter)
+        raise UserError(f"method={method}: invalid configuration: {cause}") from None
+    check_drafter_verifier(str(method), drafter, verifier, temperature)
     return drafter
 
 
-def check_drafter_verifier(cfg: DictConfig, drafter: Drafter) -> None:
+def check_drafter_verifier(method: str, drafter: Drafter, verifier: str, temperature: float) -> None:
     """`sampling.verifier` must apply to the drafter's drafts (goose.engine.core.verify.rules)."""
-    node = cfg.get("sampling") or {}
     try:
         check_verifier(
-            str(node.get("verifier", "auto")),
+            str(verifier),
             samples_drafts=bool(drafter.samples_drafts),
             shape=drafter.draft_shape(),
-            temperature=float(node.get("temperature", 0.0)),
-            method=str(cfg.method.name),
+            temperature=float(temperature),
+            method=method,
         )
     except ValueError as exc:
         raise UserError(f"invalid configuration: {exc}") from None
@@ -117,10 +127,17 @@ def drafter_factory(cfg: DictConfig) -> Callable[[], Drafter]:
 
 def benchmark_prompts(cfg: DictConfig, limit: int | None) -> tuple[BenchmarkSpec, list[Prompt], str]:
     """(the benchmark's spec, its first `limit` prompts, the source used: hub, local or file), all
-    from `cfg.bench` (conf/bench/<name>.yaml plus overrides) and `cfg.data_dir`."""
+    from `cfg.bench` (conf/bench/<name>.yaml plus overrides) and `cfg.data_dir` (`load_prompts`)."""
+    return load_prompts(OmegaConf.to_container(cfg.bench, resolve=True), cfg.get("data_dir"), limit)
+
+
+def load_prompts(
+    bench: dict[str, Any], data_dir: str | None, limit: int | None
+) -> tuple[BenchmarkSpec, list[Prompt], str]:
+    """`benchmark_prompts` of the `bench` group's values and `data_dir`."""
     try:
-        spec = BenchmarkSpec.from_config(OmegaConf.to_container(cfg.bench, resolve=True))
-        data_file = spec.data_file or file_in_data_dir(spec, cfg.get("data_dir"))
+        spec = BenchmarkSpec.from_config(bench)
+        data_file = spec.data_file or file_in_data_dir(spec, data_dir)
         source = resolve_source(spec, data_file, spec.source)
         return spec, load_benchmark(spec, limit, data_file, source=source), source
     except BenchmarkError as exc:
@@ -131,15 +148,20 @@ def chat_template_decision(cfg: DictConfig, spec: BenchmarkSpec, tokenizer: Any)
     """(the prompt form: the tokenizer's chat template, raw, or a base model's `model.base_prompt_format`;
     why) for `bench.chat_template` = auto | true | false (goose.harness.chat.decide_chat_template); needs
     the tokenizer (does it have a template?)."""
+    return prompt_form(spec, tokenizer, OmegaConf.to_container(cfg.model, resolve=True))
+
+
+def prompt_form(spec: BenchmarkSpec, tokenizer: Any, model: dict[str, Any]) -> tuple[PromptForm, str]:
+    """`chat_template_decision` of the `model` group's values (name, instruct, base_prompt_format)."""
     try:
         return decide_chat_template(
             spec.chat_template,
-            model=cfg.model.name,
-            instruct=bool(cfg.model.get("instruct", False)),
+            model=model["name"],
+            instruct=bool(model.get("instruct", False)),
             bench=spec.name,
             chat_bench=spec.chat,
             tokenizer=tokenizer,
-            base_format=cfg.model.get("base_prompt_format"),
+            base_format=model.get("base_prompt_format"),
         )
     except BenchmarkError as exc:
         raise UserError(str(exc)) from None
@@ -155,48 +177,50 @@ def engine_lean(cfg: DictConfig) -> bool | None:
     return False if cfg.method.drafter.get("compat") == "authors" else None
 
 
-def engine_prepack(cfg: DictConfig) -> bool | None:
-    """The engine's `prepack` setting (goose.engine.forward.packed_linear): `prepack: auto` -> None."""
-    value = cfg.get("prepack", "auto")
-    return None if value == "auto" else bool(value)
-
-
 def load_engine(cfg: DictConfig) -> tuple[LoadedModel, VerificationEngine]:
     """The model of `cfg.model` and its verification engine, warmed up and cached per process (one model at a
-    time), configured by `engine_lean`, `engine_prepack`, `compile` and `cuda_graphs`.
+    time), configured by `engine_settings(cfg)` (`engine_for`).
     """
-    spec = OmegaConf.to_container(cfg.model, resolve=True)
-    key = repr((sorted(spec.items()), *engine_settings(cfg).values()))
+    return engine_for(OmegaConf.to_container(cfg.model, resolve=True), engine_settings(cfg))
+
+
+def engine_for(model: dict[str, Any], settings: dict[str, Any]) -> tuple[LoadedModel, VerificationEngine]:
+    """The model of the `model` group's values (`load_model`'s keywords) and its verification engine built
+    with `settings` (`engine_settings`), warmed up and cached per process (one model at a time)."""
+    key = repr((sorted(model.items()), *settings.values()))
     if key not in _ENGINES:
         _ENGINES.clear()
         try:
-            loaded = load_model(**spec)
+            loaded = load_model(**model)
         except (ModelUnavailableError, ValueError) as exc:
             raise UserError(str(exc)) from None
         engine = build_engine(
-            loaded.model, loaded.tokenizer, loaded.eos_token_ids, loaded.context_length, cfg
+            loaded.model, loaded.tokenizer, loaded.eos_token_ids, loaded.context_length, settings
         )
         _ENGINES[key] = (loaded, engine)
     return _ENGINES[key]
 
 
 def engine_settings(cfg: DictConfig) -> dict[str, Any]:
-    """The `VerificationEngine` keywords that `cfg` sets: lean, prepack, compile_forward, cuda_graphs."""
+    """The `verification_engine` keywords (goose.engine.forward.choose) that `cfg` sets: lean
+    (`engine_lean`), prepack (`prepack: auto` -> None, goose.engine.forward.packed_linear), compile_forward,
+    cuda_graphs."""
+    prepack = cfg.get("prepack", "auto")
     return {
         "lean": engine_lean(cfg),
-        "prepack": engine_prepack(cfg),
+        "prepack": None if prepack == "auto" else bool(prepack),
         "compile_forward": bool(cfg.get("compile", False)),
         "cuda_graphs": bool(cfg.get("cuda_graphs", False)),
     }
 
 
 def build_engine(
-    model: Any, tokenizer: Any, eos_token_ids: list[int], context_length: int, cfg: DictConfig
+    model: Any, tokenizer: Any, eos_token_ids: list[int], context_length: int, settings: dict[str, Any]
 ) -> VerificationEngine:
-    """The verification engine of a loaded causal LM (in eval mode) with `engine_settings(cfg)`,
+    """The verification engine of a loaded causal LM (in eval mode) with `settings` (`engine_settings`),
     warmed up on a short text."""
     try:
-        engine = VerificationEngine(model, eos_token_ids, context_length, **engine_settings(cfg))
+        engine = verification_engine(model, eos_token_ids, context_length, **settings)
     except ValueError as exc:  # prepack, compile or cuda_graphs set where it cannot run
         raise UserError(str(exc)) from None
     warm_up(engine, tokenizer(WARM_UP_TEXT).input_ids)
@@ -206,3 +230,91 @@ def build_engine(
 def release_engines() -> None:
     """Drop the cached model (e.g. before loading the same model in another dtype)."""
     _ENGINES.clear()
+
+
+def sampling_settings(cfg: DictConfig) -> tuple[SamplingParams, SamplingPlan]:
+    """The `sampling` group as the engine's warp and the runner's seeds (a config composed
+    without the group is greedy)."""
+    node = cfg.get("sampling") or {}
+    try:
+        params = SamplingParams(
+            float(node.get("temperature", 0.0)),
+            float(node.get("top_p", 1.0)),
+            int(node.get("top_k", 0)),
+            str(node.get("verifier", "auto")),
+        )
+    except ValueError as exc:
+        raise UserError(f"invalid configuration: {exc}") from None
+    return params, SamplingPlan(int(node.get("seed", 0)), int(node.get("num_samples", 1)))
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """W&B logging of a job (goose.harness.tracking): mode (`wandb`: online, offline or disabled), the run's
+    group (the experiment), the folder of its files (`out_dir`), W&B's own console output (`wandb_verbose`)
+    and the config it logs."""
+
+    mode: str = "offline"
+    group: str = "adhoc"
+    directory: Path = Path("results/runs")
+    verbose: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What one job reads of its config (the keys of conf/config.yaml; see there for their meaning)."""
+
+    method: str  # method.name
+    drafter: Any  # method.drafter: the node each of the job's drafters is instantiated from
+    model: dict[str, Any]  # the model group: `load_model`'s keywords
+    engine: dict[str, Any]  # the VerificationEngine keywords the config sets (compose.engine_settings)
+    bench: dict[str, Any]  # the bench group: `BenchmarkSpec`'s fields
+    data_dir: str | None
+    limit: int | None  # prompts, after the quick defaults (compose.effective_sizes)
+    max_new_tokens: int
+    sampling: SamplingParams
+    plan: SamplingPlan
+    threads: int | None
+    budget: str  # fixed or auto
+    budget_profile: str | None
+    budget_kv_lens: tuple[int, ...]
+    budget_in_run_cost: bool
+    out_dir: Path
+    experiment: str | None  # as rows record it
+    allow_mixed_code: bool
+    tracking: Tracking
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> RunSettings:
+        """The settings of a composed config (checked by `compose.check_config` first); a bad sampling value
+        raises a UserError."""
+        limit, max_new = effective_sizes(cfg)
+        sampling, plan = sampling_settings(cfg)
+        return cls(
+            method=str(cfg.method.name),
+            drafter=cfg.method.drafter,
+            model=OmegaConf.to_container(cfg.model, resolve=True),
+            engine=engine_settings(cfg),
+            bench=OmegaConf.to_container(cfg.bench, resolve=True),
+            data_dir=cfg.get("data_dir"),
+            limit=limit,
+            max_new_tokens=max_new,
+            sampling=sampling,
+            plan=plan,
+            threads=int(cfg.threads) if cfg.get("threads") else None,
+            budget=str(cfg.get("budget", "fixed")),
+            budget_profile=cfg.get("budget_profile"),
+            budget_kv_lens=tuple(cfg.get("budget_kv_lens") or ()),
+            budget_in_run_cost=bool(cfg.get("budget_in_run_cost", False)),
+            out_dir=Path(cfg.out_dir),
+            experiment=cfg.get("experiment"),
+            allow_mixed_code=bool(cfg.get("allow_mixed_code", False)),
+            tracking=Tracking(
+                mode=str(cfg.get("wandb", "offline")),
+                group=str(cfg.get("experiment", "adhoc")),
+                directory=Path(cfg.out_dir),
+                verbose=bool(cfg.get("wandb_verbose", False)),
+                config=OmegaConf.to_container(cfg, resolve=True),
+            ),
+        )

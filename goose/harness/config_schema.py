@@ -3,8 +3,8 @@ model loads: at composition Hydra refuses unknown keys and wrong types (conf/con
 ``schema@_global_: goose_bench``); `validate_config` (compose_config and the job) checks ``+`` keys, the
 fields' `check` ranges, ``bench`` by `BenchmarkSpec.from_config` (its own field checks, the one place they
 live) and ``method.drafter`` by its config dataclass (goose.harness.drafter_schema: one structured config per
-drafter). `ModelSchema` and `BenchSchema` are generated from `goose.harness.models.ModelConfig` and
-`goose.harness.benchmarks.BenchmarkSpec`, so schema and loader cannot drift.
+drafter). `ModelSchema` and `BenchSchema` are generated from `goose.harness.models.load.ModelConfig` and
+`goose.harness.benchmarks.spec.BenchmarkSpec`, so schema and loader cannot drift.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from goose.engine.core.verify.rules import VERIFIERS
-from goose.harness.benchmarks import BenchmarkSpec, HubSource, PackageFile, RecordFilter
+from goose.harness.benchmarks.spec import BenchmarkSpec, HubSource, PackageFile, RecordFilter
 from goose.harness.chat import check_base_prompt_format
 from goose.harness.drafter_schema import check_drafter, register_drafters
-from goose.harness.models import DTYPES, ModelConfig
+from goose.harness.models.devices import DTYPES
+from goose.harness.models.load import ModelConfig
 from goose.validation import check_bool, check_choice, check_float, check_int, check_int_list, check_str
 
 SCHEMA_GROUP = "schema"
@@ -88,16 +89,16 @@ def _schema_from(
 
 
 ModelSchema = _schema_from(ModelConfig, "ModelSchema", _MODEL_CHECKS)
-ModelSchema.__doc__ = "Schema of conf/model/*.yaml: goose.harness.models.ModelConfig with ranges."
-# bench.hub / .package / .filter (goose.harness.benchmarks.HubSource, PackageFile, RecordFilter): mappings
-# with null leaves; their first field null = none (hub.split null = "train").
+ModelSchema.__doc__ = "Schema of conf/model/*.yaml: goose.harness.models.load.ModelConfig with ranges."
+# bench.hub / .package / .filter (goose.harness.benchmarks.spec.HubSource, PackageFile, RecordFilter):
+# mappings with null leaves; their first field null = none (hub.split null = "train").
 HubSchema = _schema_from(HubSource, "HubSchema", {}, null=True)
 PackageSchema = _schema_from(PackageFile, "PackageSchema", {}, null=True)
 FilterSchema = _schema_from(RecordFilter, "FilterSchema", {}, null=True)
 _NESTED_SCHEMAS = {HubSource: HubSchema, PackageFile: PackageSchema, RecordFilter: FilterSchema}
 BenchSchema = _schema_from(BenchmarkSpec, "BenchSchema", {}, _NESTED_SCHEMAS)
-BenchSchema.__doc__ = """Schema of conf/bench/*.yaml: goose.harness.benchmarks.BenchmarkSpec's fields and types;
-the values are checked by `BenchmarkSpec.from_config` (`_check_bench`)."""
+BenchSchema.__doc__ = """Schema of conf/bench/*.yaml: goose.harness.benchmarks.spec.BenchmarkSpec's fields and
+types; the values are checked by `BenchmarkSpec.from_config` (`_check_bench`)."""
 
 
 def _check_bench(name: str, value: Any) -> BenchmarkSpec:
@@ -109,7 +110,7 @@ def _check_bench(name: str, value: Any) -> BenchmarkSpec:
 @dataclass
 class MethodSchema:
     """Schema of conf/method/*.yaml. `drafter` is the constructor call (``_target_`` plus keyword
-    arguments); its keys and values are checked in `validate_config` / by the constructor."""
+    arguments); `validate_config` checks its keys and values against the drafter's config class."""
 
     name: str = MISSING
     drafter: dict[str, Any] = field(default_factory=dict)

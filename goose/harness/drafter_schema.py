@@ -1,15 +1,14 @@
-"""One structured config per drafter class, generated from its config dataclass (`config_class`: Goose's
-GooseConfig, the baselines' Eagle2Config, IsotropicConfig, ...) or its signature, registered in Hydra's
-ConfigStore under ``drafter/<Class>``: a method YAML pulls it in (``/drafter@drafter: <Class>``) and names
-only its ``_target_`` and what differs, and `check_drafter` checks ``method.drafter``'s keys and ranges when
-the config is composed (goose.harness.config_schema.validate_config).
+"""One structured config per drafter class, generated from its frozen config class (`config_class`:
+GooseDrafter's GooseConfig, PromptLookupDrafter's PldConfig, ...) and registered in Hydra's ConfigStore
+under ``drafter/<Class>``: a method YAML pulls it in (``/drafter@drafter: <Class>``) and names only its
+``_target_`` and what differs. `check_drafter` checks ``method.drafter``'s keys, and its values through the
+config class, when the config is composed (goose.harness.config_schema.validate_config).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import field
@@ -19,6 +18,8 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from goose.engine.core.drafter import Drafter
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 DRAFTER_GROUP = "drafter"
@@ -32,32 +33,43 @@ def _plain_default(value: Any) -> bool:
     )
 
 
-def drafter_schema(cls: type, target: str) -> type | None:
-    """The structured config of a drafter class: `_target_` and one field per keyword it accepts, with the
-    default of its config dataclass (`config_class`) or signature, so that a method YAML names only what
-    differs and a command line can override any field. Fields are typed Any: values are checked, with the
-    field, the value and the allowed range, by `validate_config` and the drafter's config. Parameters
-    without a plain default (e.g. TR's template) are left out (`+method.drafter.<key>` still sets them).
-    """
-    allowed = drafter_parameters(cls)
-    if allowed is None:
-        return None
+def default_label(cls: type) -> str | None:
+    """The row label a drafter class declares as its class attribute `name` (GooseDrafter: "goose"), which
+    its constructor's `name` keyword replaces (the ablation YAMLs do); None where the constructor names the
+    drafter itself (PLD: "pld", iso3 from `branching`)."""
+    label = getattr(cls, "name", Drafter.name)
+    return label if isinstance(label, str) and label != Drafter.name else None
+
+
+def drafter_keys(cls: type) -> tuple[str, ...]:
+    """The keywords a drafter class takes: `name` where it declares a default label, then its config
+    class's fields."""
     config_class = getattr(cls, "config_class", None)
-    defaults = {f.name: f.default for f in dataclasses.fields(config_class)} if config_class else {}
-    for p in inspect.signature(cls.__init__).parameters.values():
-        if p.default is not p.empty:
-            defaults[p.name] = p.default
+    fields = config_class.field_names() if config_class is not None else ()
+    return (("name",) if default_label(cls) is not None else ()) + fields
+
+
+def drafter_schema(cls: type, target: str) -> type:
+    """The structured config of a drafter class: `_target_`, `name` (at its default label) and one field per
+    field of its config class at that field's default, so that a method YAML names only what differs and a
+    command line can override any field. Fields are typed Any: the config class checks the values, naming
+    the field, the value and the allowed range (`check_drafter`). A field without a plain default (TR's
+    template) is left out (`+method.drafter.<key>` still sets it); one without a default (iso's branching,
+    REST's datastore) must be set.
+    """
     specs: list[tuple[str, Any, Any]] = [("_target_", str, field(default=target))]
-    for name in allowed:
-        default = defaults.get(name, MISSING)
-        if default is dataclasses.MISSING:
-            default = MISSING
+    label = default_label(cls)
+    if label is not None:
+        specs.append(("name", Any, field(default=label)))
+    config_class = getattr(cls, "config_class", None)
+    for f in dataclasses.fields(config_class) if config_class is not None else ():
+        default = MISSING if f.default is dataclasses.MISSING else f.default
         if not _plain_default(default):
             continue
         if isinstance(default, (tuple, list)):
-            specs.append((name, Any, field(default_factory=partial(list, default))))
+            specs.append((f.name, Any, field(default_factory=partial(list, default))))
         else:
-            specs.append((name, Any, field(default=default)))
+            specs.append((f.name, Any, field(default=default)))
     schema = dataclasses.make_dataclass(f"{cls.__name__}Schema", specs)
     schema.__module__ = __name__  # picklable by reference (Hydra's joblib launcher ships the ConfigStore)
     globals()[schema.__name__] = schema
@@ -74,22 +86,6 @@ def method_targets(conf_dir: Path = CONF_DIR) -> list[str]:
     return sorted(set(found))
 
 
-def drafter_parameters(cls: type) -> tuple[str, ...] | None:
-    """Keyword arguments the drafter class accepts, or None if it takes arbitrary ones (which the
-    constructor then checks itself). A drafter with a `config_class` (GooseDrafter: GooseConfig) takes that
-    dataclass's fields besides its named parameters."""
-    params = inspect.signature(cls.__init__).parameters.values()
-    named = tuple(
-        p.name for p in params if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    )
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        config_class = getattr(cls, "config_class", None)
-        if config_class is not None:
-            return named + tuple(f for f in config_class.field_names() if f not in named)
-        return None
-    return named
-
-
 def _import_class(target: str) -> type:
     module_name, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module_name), name) if module_name else None
@@ -99,8 +95,9 @@ def _import_class(target: str) -> type:
 
 
 def check_drafter(method: str, drafter: Mapping[str, Any]) -> None:
-    """`method.drafter` must name a class (`_target_`), pass only keywords it accepts and, where the class
-    has a `config_class`, values that config accepts."""
+    """`method.drafter` must name a drafter class (`_target_`) and pass only the keywords it takes
+    (`drafter_keys`), every field of its config class without a default among them, with values that config
+    class accepts (its own checks and messages)."""
     target = drafter.get("_target_")
     if not isinstance(target, str) or not target:
         raise ValueError(
@@ -112,19 +109,20 @@ def check_drafter(method: str, drafter: Mapping[str, Any]) -> None:
         raise ValueError(
             f"method.drafter._target_ = {target!r}: cannot be imported ({type(exc).__name__}: {exc})"
         ) from None
-    allowed = drafter_parameters(cls)
-    if allowed is None:
-        return
+    allowed = drafter_keys(cls)
     for key, value in drafter.items():
         if not str(key).startswith("_") and key not in allowed:
             raise ValueError(
                 f"method.drafter.{key} = {value!r}: not a hyperparameter of {cls.__name__} (method={method}); "
-                f"valid ones: {', '.join(allowed)}"
+                f"valid ones: {', '.join(allowed) or 'none'}"
             )
     config_class = getattr(cls, "config_class", None)
-    if config_class is not None:  # the ranges, with the drafter's own messages (its config's checks)
-        names = config_class.field_names()
-        config_class(**{key: value for key, value in drafter.items() if key in names})
+    if config_class is None:
+        return
+    for f in dataclasses.fields(config_class):
+        if f.default is dataclasses.MISSING and f.name not in drafter:
+            raise ValueError(f"method.drafter.{f.name} is missing: {cls.__name__} has no default for it")
+    config_class(**{key: value for key, value in drafter.items() if key in config_class.field_names()})
 
 
 def register_drafters() -> None:
@@ -133,6 +131,4 @@ def register_drafters() -> None:
     store = ConfigStore.instance()
     for target in method_targets():
         cls = _import_class(target)
-        schema = drafter_schema(cls, target)
-        if schema is not None:
-            store.store(group=DRAFTER_GROUP, name=cls.__name__, node=schema)
+        store.store(group=DRAFTER_GROUP, name=cls.__name__, node=drafter_schema(cls, target))

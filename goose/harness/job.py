@@ -1,8 +1,8 @@
 """One Hydra job: resolve the config, load model and benchmark (cached across the jobs of a
 multirun in one process), run the cell, print the summary, log to W&B.
 
-This is the only module besides run.py that knows about Hydra/OmegaConf; the engine, decode loop
-and drafters receive plain Python values.
+The config is checked, then read once into `RunSettings` (goose.harness.compose); from there on the job,
+the engine, decode loop and drafters receive plain Python values.
 """
 
 from __future__ import annotations
@@ -13,21 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter
 from goose.engine.core.sampling import SamplingParams
+from goose.engine.core.sizing import Speculator
 from goose.engine.core.verifier import VerificationEngine
 from goose.harness.chat import encode_prompt
-from goose.harness.compose import (  # UserError: re-exported for callers of run_job
-    UserError,  # noqa: F401
-    benchmark_prompts,
-    build_drafter,
-    chat_template_decision,
+from goose.harness.compose import (
+    RunSettings,
+    Tracking,
+    UserError,
     check_config,
-    effective_sizes,
-    load_engine,
+    engine_for,
+    load_prompts,
+    new_drafter,
+    prompt_form,
 )
 from goose.harness.runner import Cell, SamplingPlan, run_cell
 from goose.records.acceptance import acceptance_summary
@@ -76,29 +78,14 @@ def auto_budget(
     more_kv_lens: Sequence[int] = (),
     in_run_cost: bool = False,
 ):
-    """budget=auto for a drafter factory: every drafter it makes is wrapped (`latency_table`; with
-    `in_run_cost`, `budget_in_run_cost`). Returns (factory, the table as recorded in each row). Used by
-    `make bench` (experiments/bench.py); `run_job` wraps its one drafter."""
+    """budget=auto for a drafter factory: each call gives a fresh drafter with a fresh `AutoBudget` sizer
+    (a `Speculator`) on the curve of `latency_table` (with `in_run_cost`, `budget_in_run_cost`). Returns
+    (factory, the table as recorded in each row). Used by `make bench` (experiments/bench/); `run_job`
+    sizes its one drafter."""
     from goose.engine.budget.auto_budget import auto_budget_factory
 
     table, record = latency_table(engine, profile, more_kv_lens)
     return auto_budget_factory(make_drafter, engine, latency=table, in_run_cost=in_run_cost), record
-
-
-def sampling_settings(cfg: DictConfig) -> tuple[SamplingParams, SamplingPlan]:
-    """The `sampling` group as the engine's warp and the runner's seeds (a config composed
-    without the group is greedy)."""
-    node = cfg.get("sampling") or {}
-    try:
-        params = SamplingParams(
-            float(node.get("temperature", 0.0)),
-            float(node.get("top_p", 1.0)),
-            int(node.get("top_k", 0)),
-            str(node.get("verifier", "auto")),
-        )
-    except ValueError as exc:
-        raise UserError(f"invalid configuration: {exc}") from None
-    return params, SamplingPlan(int(node.get("seed", 0)), int(node.get("num_samples", 1)))
 
 
 def describe_sampling(params: SamplingParams, plan: SamplingPlan) -> str:
@@ -122,7 +109,7 @@ def _parallel_launcher() -> bool:
 
 def warm_up_paths(
     engine: VerificationEngine,
-    drafters: Sequence[Callable[[], Drafter]],
+    drafters: Sequence[Callable[[], Drafter | Speculator]],
     prompts: Sequence[Any],
     tokenizer: Any,
     chat: bool,
@@ -138,58 +125,68 @@ def warm_up_paths(
     except Exception:  # the runner records the bad prompt as a failed row
         return
     for make in drafters if ids else ():
-        generate(engine, make(), ids, 16, sampling=sampling)
+        warm_generation(engine, make(), ids, sampling)
+
+
+def warm_generation(
+    engine: VerificationEngine, made: Drafter | Speculator, ids: list[int], sampling: SamplingParams
+) -> None:
+    """An untimed, unrecorded 16-token generation on `ids` by a throw-away drafter (with its sizer, if
+    `made` is a `Speculator`)."""
+    speculator = Speculator.of(made)
+    generate(engine, speculator.drafter, ids, 16, sampling=sampling, sizer=speculator.sizer)
 
 
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """Run one (model, bench, method) cell and return its summary."""
     check_config(cfg)  # unknown keys, types, ranges, drafter keys: before anything loads
-    if cfg.get("threads"):
-        torch.set_num_threads(int(cfg.threads))
-    limit, max_new = effective_sizes(cfg)
-    sampling, plan = sampling_settings(cfg)
-    drafter = build_drafter(cfg)  # the job's one drafter: its config is the cell's, it runs every prompt
-    bench = cfg.bench
-    spec, prompts, source = benchmark_prompts(cfg, limit)
-    profile = cfg.get("budget_profile")
+    run = RunSettings.from_config(cfg)  # the config's one reading: from here on, plain values
+    if run.threads:
+        torch.set_num_threads(run.threads)
+    max_new, sampling, plan = run.max_new_tokens, run.sampling, run.plan
+
+    def build() -> Drafter:
+        return new_drafter(run.method, run.drafter, sampling.verifier, sampling.temperature)
+
+    drafter = build()  # the job's one drafter: its config is the cell's, it runs every prompt
+    spec, prompts, source = load_prompts(run.bench, run.data_dir, run.limit)
+    profile = run.budget_profile
     if profile and not Path(profile).is_file():
         raise UserError(
             f"budget_profile = {profile!r}: no such file. Write one with `make cost-curve` "
             "(results/cost_curve/cost_curve.json) or leave budget_profile unset to calibrate at start-up."
         )
-    loaded, engine = load_engine(cfg)
-    chat, chat_why = chat_template_decision(cfg, spec, loaded.tokenizer)
-    method = cfg.method.name
+    loaded, engine = engine_for(run.model, run.engine)
+    chat, chat_why = prompt_form(spec, loaded.tokenizer, run.model)
+    method = run.method
     latency_record = None
-    if cfg.get("budget", "fixed") == "auto" and method != "ar":
-        from goose.engine.budget.auto_budget import wrap_auto_budget
+    if run.budget == "auto" and method != "ar":
+        from goose.engine.budget.auto_budget import with_auto_budget
 
-        table, latency_record = latency_table(
-            engine, cfg.get("budget_profile"), cfg.get("budget_kv_lens") or ()
-        )
-        in_run = bool(cfg.get("budget_in_run_cost", False))
+        table, latency_record = latency_table(engine, run.budget_profile, run.budget_kv_lens)
+        in_run = run.budget_in_run_cost
 
-        def sized(d: Drafter) -> Drafter:
-            return wrap_auto_budget(d, engine, latency=table, in_run_cost=in_run)
+        def sized(d: Drafter) -> Speculator:
+            return with_auto_budget(d, engine, latency=table, in_run_cost=in_run)
 
-        drafter = sized(drafter)
         method = f"{method}_auto"
     else:
 
-        def sized(d: Drafter) -> Drafter:
-            return d
+        def sized(d: Drafter) -> Speculator:
+            return Speculator(d)
 
+    speculator = sized(drafter)  # the drafter and the sizer of its trees (budget=fixed: none)
     cell = Cell(
         loaded.label,
-        bench.name,
+        run.bench["name"],
         method,
-        drafter.config(),
+        speculator.config(),
         max_new,
         str(loaded.dtype).replace("torch.", ""),
         chat_template=chat,
         sampling=sampling,
     )
-    out_file = results_path(cfg.out_dir, loaded.label, bench.name)
+    out_file = results_path(run.out_dir, loaded.label, run.bench["name"])
     print(
         f"goose-bench: model={cell.model} bench={cell.bench} ({len(prompts)} prompts from {source}) "
         f"chat_template={str(chat).lower()} ({chat_why}) "
@@ -197,7 +194,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         f"{describe_sampling(sampling, plan)} "
         f"-> {out_file}"
     )
-    throwaway = lambda: sized(build_drafter(cfg))  # noqa: E731
+    throwaway = lambda: sized(build())  # noqa: E731
     warm_up_paths(engine, [throwaway, ARDrafter], prompts, loaded.tokenizer, chat, sampling)
     t0 = time.perf_counter()
     try:
@@ -206,18 +203,18 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
             loaded.tokenizer,
             prompts,
             cell,
-            drafter,
+            speculator,
             out_file,
             extra={
                 "bench_source": source,
-                "experiment": cfg.get("experiment"),
+                "experiment": run.experiment,
                 "forward": engine.forward_name,
             }
             | ({"budget_latency": latency_record} if latency_record else {})
             | loaded.provenance,
             progress=False if _parallel_launcher() else None,
             plan=plan,
-            allow_mixed_code=bool(cfg.get("allow_mixed_code", False)),
+            allow_mixed_code=run.allow_mixed_code,
         )
     except MixedCodeError as exc:  # refused before any prompt ran: the file holds rows of other code
         raise UserError(str(exc)) from None
@@ -229,7 +226,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     for name, cell_rows in (("ar", ar_rows), (method, method_rows)):  # histogram, per-position rates
         summaries[name]["speculation"] = acceptance_summary(cell_rows)
     print_summary(summaries, time.perf_counter() - t0)
-    _log_wandb(cfg, summaries.get(method, summaries["ar"]), method_rows, cell)
+    _log_wandb(run.tracking, summaries.get(method, summaries["ar"]), method_rows, cell)
     return summaries[method]
 
 
@@ -264,20 +261,19 @@ def print_summary(summaries: dict[str, dict[str, Any]], elapsed: float) -> None:
     print(f"({elapsed:.1f} s)")
 
 
-def _log_wandb(cfg: DictConfig, summary: dict[str, Any], rows: list[dict[str, Any]], cell: Cell) -> None:
-    mode = str(cfg.get("wandb", "offline"))
-    if mode == "disabled":
+def _log_wandb(tracking: Tracking, summary: dict[str, Any], rows: list[dict[str, Any]], cell: Cell) -> None:
+    if tracking.mode == "disabled":
         return
     from goose.harness.tracking import log_run
 
     log_run(
-        mode=mode,
-        config=OmegaConf.to_container(cfg, resolve=True),
+        mode=tracking.mode,
+        config=tracking.config,
         summary={k: v for k, v in summary.items() if k != "speculation"},
         acceptance=summary.get("speculation"),  # histogram and per-position curves
         rows=rows,
-        group=str(cfg.get("experiment", "adhoc")),
+        group=tracking.group,
         name=f"{cell.model}/{cell.bench}/{cell.method}",
-        directory=Path(cfg.out_dir),
-        verbose=bool(cfg.get("wandb_verbose", False)),
+        directory=tracking.directory,
+        verbose=tracking.verbose,
     )

@@ -12,27 +12,27 @@ from typing import Any
 
 from filelock import FileLock
 
-from goose.engine.core.drafter import Drafter
+from goose.engine.core.sizing import Speculator
 from goose.harness.run_state import RunStateStore
 from goose.records.results import append_lock, cell_key, read_appended
 
 
-def restore_run_state(store: RunStateStore, drafter: Drafter, before: list[str], report: Any) -> bool:
-    """Restore the drafter's state after the cell's prompts `before` (already in the results)
-    from its checkpoint; True if restored. Without a matching checkpoint the cell goes on with a
+def restore_run_state(store: RunStateStore, speculator: Speculator, before: list[str], report: Any) -> bool:
+    """Restore the state of the drafter and its sizer after the cell's prompts `before` (already in the
+    results) from its checkpoint; True if restored. Without a matching checkpoint the cell goes on with a
     fresh state and says that its later rows may differ from an uninterrupted run."""
     if not before:
         return False
     state = store.load(before)
     if state is None:
         report.warn(
-            f"{drafter.name} carries state across prompts, but no checkpoint of it after the "
+            f"{speculator.drafter.name} carries state across prompts, but no checkpoint of it after the "
             f"{len(before)} prompts already in the results was found in {store.folder}: the cell "
             "goes on with a fresh state, so its next rows may differ from an uninterrupted run "
             "(each row records the state it started from: run_state_prompts)"
         )
         return False
-    drafter.restore_run_state(state)
+    speculator.restore_run_state(state)
     return True
 
 

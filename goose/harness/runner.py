@@ -33,6 +33,7 @@ import torch
 
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter
+from goose.engine.core.sizing import Speculator
 from goose.engine.core.tree import DraftTree
 from goose.engine.core.verifier import VerificationEngine
 from goose.harness.cells import Cell, Draw, SamplingPlan, sequence_seed
@@ -45,8 +46,8 @@ from goose.harness.verdicts import divergence_verdict, lossless_fields, near_tie
 from goose.records.code_state import check_one_code_state
 from goose.records.degenerate import degenerate_fields
 from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields
-from goose.records.results import append_row, cell_key
-from goose.records.row import SCHEMA_VERSION
+from goose.records.results import append_row
+from goose.records.row import ResultRow
 
 __all__ = [  # the runner's names, some defined in the modules it is split into, for existing callers
     "SESSION_ID",
@@ -83,7 +84,7 @@ def run_cell(
     tokenizer: Any,
     prompts: Sequence[Any],
     cell: Cell,
-    make_drafter: Drafter | Callable[[], Drafter],
+    make_drafter: Drafter | Speculator | Callable[[], Drafter | Speculator],
     results_file: Path,
     extra: dict[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
@@ -94,9 +95,10 @@ def run_cell(
 ) -> list[dict[str, Any]]:
     """Run (or resume) a cell; returns the rows of this cell and of the AR reference, in prompt
     order (then sample order), as they are on disk after the run. `plan`: the seed and samples per
-    prompt when `cell.sampling` samples. make_drafter: the cell's drafter (built once per job), or a
-    zero-argument factory called once here; the one instance runs every prompt of the cell, so state
-    it carries across prompts (`Drafter.carries_run_state`) flows from one prompt to the next.
+    prompt when `cell.sampling` samples. make_drafter: the cell's drafter, or its `Speculator` (the drafter
+    and the sizer of its trees; built once per job), or a zero-argument factory called once here; the one
+    instance runs every prompt of the cell, so state it carries across prompts (`Drafter.carries_run_state`,
+    `TreeSizer.carries_run_state`) flows from one prompt to the next.
 
     Progress (`CellProgress`): a tqdm bar when `progress` is True, one plain line per prompt when
     it is False; None (the default) draws the bar where stderr is a terminal with a size and no
@@ -108,8 +110,11 @@ def run_cell(
     AR's timed run need not come first. The results file must hold rows of this code state only
     (`goose.records.code_state`): rows of other code refuse (MixedCodeError) unless
     `allow_mixed_code`, which every row written then records."""
-    env = {**environment(), **(extra or {}), **chat_template_fields(tokenizer, cell.chat_template)}
-    env |= {"allow_mixed_code": True} if allow_mixed_code else {}
+    env = environment()  # the fields every row of the cell carries, later ones winning
+    env.update(extra or {})
+    env.update(chat_template_fields(tokenizer, cell.chat_template))
+    if allow_mixed_code:
+        env["allow_mixed_code"] = True
     ar_cell = Cell(  # the AR reference of the same prompt form (raw or in the chat template)
         cell.model,
         cell.bench,
@@ -122,18 +127,17 @@ def run_cell(
     )
     plan = plan or SamplingPlan()
     units = [(p, idx, seed) for p in prompts for idx, seed in plan.samples(cell.sampling)]
+    keys = [(cell.key(p.prompt_id, seed), ar_cell.key(p.prompt_id, seed)) for p, _, seed in units]
     existing: dict[tuple, dict[str, Any]] = {}
     warn_if_cut(results_file)
     offset = merge_new_rows(existing, results_file, 0)
     check_one_code_state(existing.values(), env["code_state"], str(results_file), allow_mixed_code)
     references = references or {}
-    drafter = make_drafter if isinstance(make_drafter, Drafter) else make_drafter()
-    ar_drafter = ARDrafter()
+    made = make_drafter if isinstance(make_drafter, (Drafter, Speculator)) else make_drafter()
+    speculator = Speculator.of(made)
+    ar_drafter = Speculator(ARDrafter())
     out_rows: list[dict[str, Any]] = []
-    resumed = [
-        cell_key({**cell.row_base(), "prompt_id": p.prompt_id, "sample_seed": seed}) in existing
-        for p, _, seed in units
-    ]
+    resumed = [key in existing for key, _ in keys]
     if any(resumed):
         message = (
             f"{sum(resumed)} of {len(units)} prompts of this cell are already in {results_file}: their "
@@ -147,17 +151,15 @@ def run_cell(
         progress = log is None and _terminal_width(sys.stderr) > 0
     written: set[tuple] = set()  # keys of the rows this call generated
     # Drafters with state across prompts: checkpoint it with the rows, restore it on resume.
-    store = RunStateStore(results_file, cell.row_base()) if drafter.carries_run_state else None
+    store = RunStateStore(results_file, cell.row_base()) if speculator.carries_run_state else None
     seen: list[str] = []  # ids of the prompts whose runs shaped the drafter's state, in order
     restored, state_checked = False, False
-    stochastic = drafter.samples_drafts and not cell.sampling.greedy
+    stochastic = speculator.drafter.samples_drafts and not cell.sampling.greedy
     unit_ids = [p.prompt_id if idx is None else f"{p.prompt_id}#{idx}" for p, idx, _ in units]
     with CellProgress(cell, len(units), sum(resumed), progress, log) as report:
         for i, (prompt, sample_idx, sample_seed) in enumerate(units):
             prompt_ids, bad_prompt = _tokenize(tokenizer, prompt, cell.chat_template)
-            sample = {"prompt_id": prompt.prompt_id, "sample_seed": sample_seed}
-            ar_key = cell_key({**ar_cell.row_base(), **sample})
-            key = cell_key({**cell.row_base(), **sample})
+            key, ar_key = keys[i]
             draw = Draw(
                 cell.sampling,
                 sample_idx,
@@ -179,15 +181,15 @@ def run_cell(
             ar_row = references[ar_key] if borrowed else existing[ar_key]
             reference = ar_row.get("output_ids") if ar_row.get("status", "ok") == "ok" else None
             if key not in existing:
-                fields, before_append = None, None
+                run_state, before_append = None, None
                 if store is not None:
                     if not state_checked:  # the first prompt this process runs: restore the state
                         state_checked = True
-                        restored = restore_run_state(store, drafter, unit_ids[:i], report)
+                        restored = restore_run_state(store, speculator, unit_ids[:i], report)
                         seen = unit_ids[:i] if restored else []
-                    fields = {"run_state_prompts": len(seen), "run_state_restored": restored}
+                    run_state = (len(seen), restored)
                     ids_after = [*seen, unit_ids[i]]
-                    before_append = lambda row, ids=ids_after: store.save(ids, drafter.run_state())  # noqa: E731
+                    before_append = lambda ids=ids_after: store.save(ids, speculator.run_state())  # noqa: E731
                 run = PromptRun(
                     prompt,
                     prompt_ids,
@@ -195,11 +197,11 @@ def run_cell(
                     draw,
                     reference=reference,
                     bad_prompt=bad_prompt,
-                    fields=fields or {},
+                    run_state=run_state,
                     before_append=before_append,
                     stochastic=stochastic,
                 )
-                existing[key] = _run_one(engine, drafter, run, env, results_file)
+                existing[key] = _run_one(engine, speculator, run, env, results_file)
                 written.add(key)
                 if store is not None:
                     seen.append(unit_ids[i])
@@ -235,10 +237,11 @@ class PromptRun:
 
     draw: the sample this row is (greedy: none); reference: the AR output for this prompt, None for the
     AR row itself (cell.method == "ar") or when the AR run of this prompt failed (the row then has
-    lossless = None); bad_prompt: why the prompt cannot be tokenized (the row is failed); fields: added
-    to the row; before_append(row): runs just before the row is written (e.g. to checkpoint the
-    drafter's run state); stochastic: the drafter samples its drafts, so the output is compared with
-    AR's in distribution only (lossless None, see the module docstring)."""
+    lossless = None); bad_prompt: why the prompt cannot be tokenized (the row is failed); run_state:
+    (run_state_prompts, run_state_restored) of a drafter that carries state across prompts;
+    before_append(): runs just before the row is written (e.g. to checkpoint the drafter's run state);
+    stochastic: the drafter samples its drafts, so the output is compared with AR's in distribution only
+    (lossless None, see the module docstring)."""
 
     prompt: Any
     prompt_ids: list[int]
@@ -246,47 +249,50 @@ class PromptRun:
     draw: Draw = field(default_factory=Draw)
     reference: list[int] | None = None
     bad_prompt: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
-    before_append: Callable[[dict[str, Any]], None] | None = None
+    run_state: tuple[int, bool] | None = None
+    before_append: Callable[[], None] | None = None
     stochastic: bool = False
 
 
 def _run_one(
-    engine: VerificationEngine, drafter: Drafter, run: PromptRun, env: dict[str, Any], results_file: Path
+    engine: VerificationEngine,
+    speculator: Speculator,
+    run: PromptRun,
+    env: dict[str, Any],
+    results_file: Path,
 ) -> dict[str, Any]:
-    """Generate one prompt and append its row. Any Exception (non-finite logits, out of memory, a
-    drafter's bug, a prompt that is empty or longer than the context window) makes a row with
-    status "failed" and the reason in `error`, and the sweep goes on; KeyboardInterrupt and
-    SystemExit propagate, so Ctrl-C stops the sweep with only complete rows on disk."""
+    """Generate one prompt and append its row (a `ResultRow`, checked as it is written); return the row as
+    written. Any Exception (non-finite logits, out of memory, a drafter's bug, a prompt that is empty or
+    longer than the context window) makes a row with status "failed" and the reason in `error`, and the
+    sweep goes on; KeyboardInterrupt and SystemExit propagate, so Ctrl-C stops the sweep with only
+    complete rows on disk. env: the fields every row of the cell carries (names the schema does not
+    know go to the row's `extra`)."""
     cell, draw, prompt_ids = run.cell, run.draw, run.prompt_ids
-    row: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,  # as append_row writes it, so the returned row is the one on disk
-        **cell.row_base(),
-        "prompt_id": run.prompt.prompt_id,
-        **draw.fields(),
-        "prompt_tokens": len(prompt_ids),
-        **prompt_fields(getattr(run.prompt, "text", None), prompt_ids),
-        **seed_fields(draw.run_seed, draw.sample_seed, draw.sequence_seed),
-        **env,
-        **run.fields,
-        "timestamp": time.time(),
-    }
+    row: ResultRow = cell.row(run.prompt.prompt_id, draw.sample_idx, draw.sample_seed)
+    row.prompt_tokens = len(prompt_ids)
+    row.fill(prompt_fields(getattr(run.prompt, "text", None), prompt_ids))
+    row.fill(seed_fields(draw.run_seed, draw.sample_seed, draw.sequence_seed))
+    row.fill(env, strict=False)
+    if run.run_state is not None:
+        row.run_state_prompts, row.run_state_restored = run.run_state
+    row.timestamp = time.time()
     sampler = TreeSampler()
     try:
         if run.bad_prompt is not None:
             raise ValueError(run.bad_prompt)
         gen = generate(
             engine,
-            drafter,
+            speculator.drafter,
             prompt_ids,
             cell.max_new_tokens,
             on_step=sampler,
             sampling=draw.params,
             seed=draw.sequence_seed,
+            sizer=speculator.sizer,
         )
-        row.update(generation_row(gen))
-        row.update(degenerate_fields(row))
-        row["sample_tree"] = sample_tree(sampler.trees)
+        row.fill(generation_row(gen))
+        row.fill(degenerate_fields(row))
+        row.sample_tree = sample_tree(sampler.trees)
         verdict = row_verdict(
             engine,
             prompt_ids,
@@ -297,15 +303,15 @@ def _run_one(
             sampling=draw.params,
             seed=draw.sequence_seed,
         )
-        row.update(verdict)
-        row["status"] = "ok"
+        row.fill(verdict)
+        row.status = "ok"
     except Exception as exc:  # a failed prompt, not a dead sweep (KeyboardInterrupt is no Exception)
-        error = f"{type(exc).__name__}: {exc}"
-        row.update({"status": "failed", "error": error, "traceback": traceback.format_exc()})
+        row.status, row.error = "failed", f"{type(exc).__name__}: {exc}"
+        row.traceback = traceback.format_exc()
         if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
             del exc
             _free_memory()
     if run.before_append is not None:
-        run.before_append(row)
+        run.before_append()
     append_row(results_file, row)
-    return row
+    return row.to_dict()

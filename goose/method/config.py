@@ -25,7 +25,9 @@ def check_compat(owner: str, value: object) -> str:
 
 @dataclass(frozen=True)
 class DrafterConfig:
-    """Base of the drafters' frozen hyperparameter objects, validated on creation; errors name `<owner>.<field>`."""
+    """Base of the drafters' frozen hyperparameter objects, validated on creation; errors name `<owner>.<field>`.
+    A drafter names its subclass as `config_class` and takes the fields as keywords; its structured config
+    (goose.harness.drafter_schema) is generated from the fields."""
 
     owner: ClassVar[str] = ""
 

@@ -37,9 +37,10 @@ class GooseDrafter(Drafter):
     """
 
     config_class = GooseConfig
+    name = "goose"
 
-    def __init__(self, name: str = "goose", **hyperparameters: Any) -> None:
-        super().__init__(name=name)
+    def __init__(self, name: str | None = None, **hyperparameters: Any) -> None:
+        super().__init__(name=self.name if name is None else name)
         self.cfg = GooseConfig(**hyperparameters)
         self.rules: CompatRules = rules_for(self.cfg.compat)
         self.matcher = ContextMatcher(self.cfg.ngram_lengths, self.cfg.max_chain)
@@ -50,7 +51,7 @@ class GooseDrafter(Drafter):
         self._prev_anchor: int | None = None
 
     @classmethod
-    def from_config(cls, cfg: GooseConfig, name: str = "goose") -> GooseDrafter:
+    def from_config(cls, cfg: GooseConfig, name: str | None = None) -> GooseDrafter:
         return cls(name=name, **{f: getattr(cfg, f) for f in GooseConfig.field_names()})
 
     def config(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from goose.records.row import CELL_FIELDS, migrate_row
+from goose.records.row import CELL_FIELDS, ResultRow, migrate_row
 from goose.records.seal import append_lock, finish_pending, read_from, results_files, tail_path
 
 
@@ -56,9 +56,10 @@ def sample_key(row: dict[str, Any]) -> tuple[Any, Any]:
     return row["prompt_id"], None if seed is None else int(seed)
 
 
-def append_row(path: str | Path, row: dict[str, Any]) -> None:
-    """Append one row as one whole line (`append_line`), in the current schema (`encode_row`). All
-    writers of results files go through here, so lines never interleave."""
+def append_row(path: str | Path, row: ResultRow | dict[str, Any]) -> None:
+    """Append one row as one whole line (`append_line`), in the current schema (`encode_row`; a typed row
+    is checked first and raises `RowError` naming a bad field, before anything is written). All writers of
+    results files go through here, so lines never interleave."""
     append_line(path, encode_row(row))
 
 
@@ -84,9 +85,13 @@ def append_line(path: str | Path, line: bytes) -> None:
             os.close(fd)
 
 
-def encode_row(row: dict[str, Any]) -> bytes:
+def encode_row(row: ResultRow | dict[str, Any]) -> bytes:
     """The line a row is written as: its JSON in the current schema (`schema_version` first; a row
-    without one is version 0, like a row read without one, and is migrated), and a newline."""
+    without one is version 0, like a row read without one, and is migrated), and a newline. A typed row
+    is checked (`ResultRow.check`) and written as `ResultRow.to_dict` gives it."""
+    if isinstance(row, ResultRow):
+        row.check()
+        row = row.to_dict()
     return (json.dumps(migrate_row(row), default=str) + "\n").encode()
 
 

@@ -2,10 +2,10 @@
 
 `ResultRow` names every field a row can hold, with its type, its group and its meaning; docs/records.md
 is generated from it (`python -m goose.records.schema_doc`). Rows are written by
-`goose.records.results.append_row` (which stamps `schema_version`) and read by
-`goose.records.results.read_appended` / `read_rows` (which migrate older rows with `migrate_row`), and
-nowhere else. Readers keep plain dicts (analysis turns them into DataFrames); `ResultRow.from_dict` gives
-the typed view.
+`goose.records.results.append_row` (which stamps `schema_version`, and checks a typed row with
+`ResultRow.check`) and read by `goose.records.results.read_appended` / `read_rows` (which migrate older rows
+with `migrate_row`), and nowhere else. The runner builds each row as a `ResultRow`; readers keep plain dicts
+(analysis turns them into DataFrames); `ResultRow.from_dict` gives the typed view.
 
 Versions:
 - 0: rows without `schema_version`. Those written before prompts could be put in a chat template lack
@@ -21,6 +21,9 @@ Versions:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,16 +80,28 @@ class _Absent:
 ABSENT: Any = _Absent()
 
 
-def _f(group: str, doc: str, key: bool = False) -> Any:
-    return field(default=ABSENT, metadata={"group": group, "doc": doc, "key": key})
+# Which rows must have a field (`ResultRow.check`): every row, the ok ones, the failed ones; "" none.
+NEEDS = ("every", "ok", "failed")
 
 
-@dataclass(frozen=True, kw_only=True)
+class RowError(ValueError):
+    """A row that is not what its type says: a field of the wrong type, or a needed field missing."""
+
+
+def _f(group: str, doc: str, key: bool = False, need: str = "") -> Any:
+    """A documented field; a cell-key field is needed in every row."""
+    need = need or ("every" if key else "")
+    return field(default=ABSENT, metadata={"group": group, "doc": doc, "key": key, "need": need})
+
+
+@dataclass(kw_only=True)
 class ResultRow:
     """One result row. Every field is optional in the type (failed rows have no measurements, AR rows no
-    divergence); which fields a row has follows from its group's rules in docs/records.md."""
+    divergence); which fields a row has follows from its group's rules in docs/records.md, and `check` holds a
+    row to its fields' types and needs. Fields are declared in the order a row is written (its JSON keys), so
+    the groups interleave. Mutable: the runner fills a row in as its generation goes."""
 
-    schema_version: int = _f("identity", "Version of this schema the row follows (absent: 0).")
+    schema_version: int = _f("identity", "Version of this schema the row follows (absent: 0).", need="every")
     model: str = _f(
         "identity", "Model label (conf/model/<name>.yaml; `<name>-random` for random weights).", True
     )
@@ -94,7 +109,9 @@ class ResultRow:
     method: str = _f(
         "identity", "Method name; `<name>_auto` under budget=auto; `ar` for the AR reference.", True
     )
-    method_config: dict = _f("identity", "The drafter's full config (`Drafter.config()`), as logged.")
+    method_config: dict = _f(
+        "identity", "The drafter's full config (`Drafter.config()`), as logged.", need="every"
+    )
     config_hash: str = _f("identity", "sha256 (12 hex digits) of the sorted JSON of `method_config`.", True)
     max_new_tokens: int = _f("identity", "Generation length limit.", True)
     dtype: str = _f("identity", "The model's dtype (float32, bfloat16, ...).", True)
@@ -112,15 +129,12 @@ class ResultRow:
         "identity", "sampling.verifier: auto, rrs, rrs_iid, traversal, block or gbv (drafts with q).", True
     )
     prompt_id: str = _f("identity", "The benchmark's id of the prompt.", True)
-    sample_idx: int | None = _f("identity", "Which sample of the prompt (None when greedy).")
+    sample_idx: int | None = _f("identity", "Which sample of the prompt (None when greedy).", need="every")
     sample_seed: int | None = _f("identity", "The sample's seed (None when greedy).", True)
 
     prompt_tokens: int = _f("prompt", "Prompt length in tokens (after the chat template, if any).")
     prompt_hash: str | None = _f("prompt", "sha256 of the prompt text as the benchmark gave it.")
     prompt_ids_hash: str = _f("prompt", "sha256 of the token ids the model was fed.")
-    chat_template_sha: str | None = _f(
-        "prompt", "sha256 of the chat template the prompt was put in, else None."
-    )
     seeds: dict = _f("prompt", "{run, sample, sequence}: the seeds this generation used.")
 
     hardware: dict = _f("environment", "cpu, cpu_count, cpu_capability, onednn_bf16, torch_threads, gpu.")
@@ -129,15 +143,14 @@ class ResultRow:
     code_state: str = _f(
         "environment", "The commit, with a digest of local changes (goose.records.code_state): one per file."
     )
-    allow_mixed_code: bool = _f(
-        "environment", "Written under allow_mixed_code: its results file may hold rows of other code."
-    )
     session_id: str = _f("environment", "Id of the process that wrote the row.")
     bench_source: str = _f("environment", "Where the prompts came from: hub, local or file.")
     experiment: str | None = _f("environment", "The experiment preset (`adhoc` for none).")
     forward: str = _f("environment", "The engine's forward backend (e.g. lean+prepack).")
     budget_latency: dict = _f("environment", "budget=auto: the latency table used {source, sizes, seconds}.")
-    repeat: int = _f("environment", "`make bench`: which repeat of its interleaved protocol the row is.")
+    repeat: int | None = _f(
+        "environment", "`make bench`: which repeat of its interleaved protocol (None: the reference pass)."
+    )
     bench_protocol: dict = _f("environment", "`make bench`: its protocol (repeats, order, threads, ...).")
     reference_pass: bool = _f(
         "environment", "`make bench`: engine AR's untimed reference run of the prompt (repeat None)."
@@ -146,13 +159,21 @@ class ResultRow:
         "environment", "The model has random weights (model.init=random: timing only, no acceptance)."
     )
     weights: dict = _f("environment", "Random weights: how they were made (init, shape, tokenizer, sizes).")
+    chat_template_sha: str | None = _f(
+        "prompt", "sha256 of the chat template the prompt was put in, else None."
+    )
+    allow_mixed_code: bool = _f(
+        "environment", "Written under allow_mixed_code: its results file may hold rows of other code."
+    )
+    run_state_prompts: int = _f("run_state", "Prompts whose runs shaped the drafter's state before this one.")
+    run_state_restored: bool = _f("run_state", "That state was restored from a checkpoint (a resumed cell).")
     timestamp: float = _f("environment", "Unix time the generation started.")
 
-    generated_tokens: int = _f("measured", "Tokens generated.")
+    generated_tokens: int = _f("measured", "Tokens generated.", need="ok")
     forward_calls: int = _f("measured", "Target forward passes, the prefill counted as one.")
     tau: float = _f("measured", "τ: tokens per verification step (generated_tokens / forward_calls).")
-    wall_time_s: float = _f("measured", "Wall time of the generation, prefill included.")
-    tokens_per_s: float = _f("measured", "generated_tokens / wall_time_s.")
+    wall_time_s: float = _f("measured", "Wall time of the generation, prefill included.", need="ok")
+    tokens_per_s: float = _f("measured", "generated_tokens / wall_time_s.", need="ok")
     prefill_s: float = _f("measured", "Seconds in the prefill.")
     draft_s: float = _f("measured", "Seconds drafting (the drafter's `propose`).")
     verify_s: float = _f("measured", "Seconds verifying (= forward_s + walk_s).")
@@ -164,11 +185,15 @@ class ResultRow:
     routes: dict = _f("measured", "Steps per drafting route.")
     step_accepted: list = _f("measured", "Draft tokens accepted at each step.")
     step_tree_size: list = _f("measured", "Tree size (nodes) verified at each step.")
+    depth_offered: list = _f("acceptance", "Draft nodes offered at each depth (1, 2, ...).")
+    depth_accepted: list = _f("acceptance", "Draft nodes accepted at each depth.")
+    rank_offered: list = _f("acceptance", "Draft nodes offered at each sibling rank (0: the first child).")
+    rank_accepted: list = _f("acceptance", "Draft nodes accepted at each sibling rank.")
     drafter_stats: dict = _f("measured", "The drafter's own counters.")
     stop: str = _f("measured", "Why generation stopped (eos, max_new_tokens, context).")
     graph_captures: int = _f("measured", "CUDA graphs captured during the generation.")
     graph_capture_s: float = _f("measured", "Seconds spent capturing them.")
-    output_ids: list = _f("measured", "The generated token ids.")
+    output_ids: list = _f("measured", "The generated token ids.", need="ok")
     repeated_4gram_share: float = _f(
         "measured", "Share of the output's 4-grams that occurred earlier in it (goose.records.degenerate)."
     )
@@ -180,12 +205,9 @@ class ResultRow:
         "measured", "The largest of the first trees: tokens, parents, sources, depths, accepted."
     )
 
-    depth_offered: list = _f("acceptance", "Draft nodes offered at each depth (1, 2, ...).")
-    depth_accepted: list = _f("acceptance", "Draft nodes accepted at each depth.")
-    rank_offered: list = _f("acceptance", "Draft nodes offered at each sibling rank (0: the first child).")
-    rank_accepted: list = _f("acceptance", "Draft nodes accepted at each sibling rank.")
-
-    lossless: bool | None = _f("verdict", "Output equals the AR reference (None: not checkable, see below).")
+    lossless: bool | None = _f(
+        "verdict", "Output equals the AR reference (None: not checkable, see below).", need="ok"
+    )
     first_diff: int | None = _f("verdict", "Index of the first differing token.")
     diff_tokens: list = _f("verdict", "[AR's token, this row's token] at first_diff.")
     diff_margin: float | None = _f("verdict", "Top-2 margin of a teacher-forced forward at first_diff.")
@@ -200,11 +222,8 @@ class ResultRow:
     same_as_ar: bool | None = _f("verdict", "Such a drafter's output happened to equal AR's.")
     lossless_error: str = _f("verdict", "Why lossless is None (the AR run of this prompt failed).")
 
-    run_state_prompts: int = _f("run_state", "Prompts whose runs shaped the drafter's state before this one.")
-    run_state_restored: bool = _f("run_state", "That state was restored from a checkpoint (a resumed cell).")
-
-    status: str = _f("status", "ok or failed.")
-    error: str = _f("status", "A failed row: the exception.")
+    status: str = _f("status", "ok or failed.", need="every")
+    error: str = _f("status", "A failed row: the exception.", need="failed")
     traceback: str = _f("status", "A failed row: its traceback.")
 
     extra: dict = field(default_factory=dict, metadata={"group": "", "doc": "", "key": False})
@@ -224,12 +243,71 @@ class ResultRow:
         out = {f.name: getattr(self, f.name) for f in schema() if getattr(self, f.name) is not ABSENT}
         return {**out, **self.extra}
 
+    def fill(self, fields: Mapping[str, Any], strict: bool = True) -> None:
+        """Set the named fields, in order (a later value wins, as in a dict update). A name the schema does not
+        know raises RowError, or goes to `extra` when `strict` is False (fields a caller adds to every row)."""
+        names = field_names()
+        for name, value in fields.items():
+            if name in names:
+                setattr(self, name, value)
+            elif strict:
+                raise RowError(f"result row: no field {name!r} in the schema (goose.records.row.ResultRow)")
+            else:
+                self.extra[name] = value
 
+    def get(self, name: str, default: Any = None) -> Any:
+        """A field's value (or an `extra` one) like `dict.get`, so that readers of dict rows read this one too."""
+        value = getattr(self, name, ABSENT) if name in field_names() else self.extra.get(name, ABSENT)
+        return default if value is ABSENT else value
+
+    def check(self) -> None:
+        """Raise RowError, naming the field, unless every field the row has is of its type (an int passes for
+        a float, a bool for neither) and it has the fields its status needs (`NEEDS`: every row, an ok one, a
+        failed one). `append_row` checks a typed row before writing it."""
+        hints = _hints()
+        for f in schema():
+            value, need = getattr(self, f.name), f.metadata["need"]
+            if value is ABSENT:
+                if need == "every" or (need and need == self.status):
+                    which = "every row" if need == "every" else f"a row of status {need!r}"
+                    raise RowError(f"result row: field {f.name!r} is missing ({which} has it)")
+            elif not _matches(value, hints[f.name]):
+                shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+                raise RowError(
+                    f"result row: field {f.name!r} = {shown} ({type(value).__name__}) is not {_type_name(hints[f.name])}"
+                )
+
+
+@functools.cache
+def _hints() -> dict[str, Any]:
+    return typing.get_type_hints(ResultRow)
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """`value` is of the field type `hint` (int, float, str, bool, dict, list, or a union of them with None)."""
+    if typing.get_args(hint):
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if isinstance(value, bool):
+        return hint is bool
+    if hint is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    args = typing.get_args(hint) or (hint,)
+    return " | ".join("None" if a is type(None) else a.__name__ for a in args)
+
+
+@functools.cache
 def schema() -> tuple[dataclasses.Field, ...]:
     """The row's documented fields, in order (not `extra`)."""
     return tuple(f for f in dataclasses.fields(ResultRow) if f.name != "extra")
 
 
+@functools.cache
 def field_names() -> frozenset[str]:
     return frozenset(f.name for f in schema())
 

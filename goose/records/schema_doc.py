@@ -23,6 +23,14 @@ def render() -> str:
         "`make pack-results`). "
         f"The cell key (a re-run of the same cell has the same one): {', '.join(f'`{f}`' for f in CELL_FIELDS)}.",
         "",
+        "A typed row (`ResultRow`, as the runner builds it) is checked when written (`ResultRow.check`): each "
+        "field it has must be of its type below, "
+        + "; ".join(
+            f"{who} has {', '.join(f'`{f.name}`' for f in schema() if f.metadata['need'] == need)}"
+            for need, who in (("every", "every row"), ("ok", "an ok row"), ("failed", "a failed row"))
+        )
+        + ".",
+        "",
         (row_module.__doc__ or "").split("Versions:")[-1].strip().join(["Versions:\n\n", ""]),
         "",
         "Migration from version 0 fills: "
@@ -48,8 +56,8 @@ def render() -> str:
             lines.append(f"| `{f.name}` | {kind} | {key} | {f.metadata['doc']} |")
     lines += [
         "",
-        "Fields a caller adds through `run_cell(extra=...)` that are not listed here are kept as they are "
-        "(`ResultRow.extra` in the typed view).",
+        "Fields a caller adds through `run_cell(extra=...)` that are not listed here are kept as they are, "
+        "after the listed ones (`ResultRow.extra`).",
         "",
     ]
     return "\n".join(lines)

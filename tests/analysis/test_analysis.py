@@ -18,7 +18,7 @@ from analysis.load import cells, common_prompts, load, load_rows
 from analysis.main_results import main_cells
 from analysis.topology import pick_tree, tree_layout
 from goose.method.config import GooseConfig
-from goose.records.results import append_row, config_hash
+from goose.records.results import append_row, config_hash, read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOSE = GooseConfig().as_dict()
@@ -203,7 +203,7 @@ def grid_rows():
             for method, calls in (("ar", 40), ("pld", 30), ("tr", 28), ("goose", 22)):
                 rows.append(row(method, p, 40, calls, calls / 10, bench, **sampled))
             rows.append(row("source_select", p, 40, 18, 2.2, bench, config={"rule": "expected_accepted"}))
-            # sampled drafts under other verifiers (analysis/verifier_eval.py)
+            # sampled drafts under other verifiers (analysis/studies/verifiers/verifier_eval.py)
             chain = {"budget": 40, "shape": "chain"}
             for verifier, calls in (("auto", 32), ("block", 30)):
                 rows.append(
@@ -434,52 +434,14 @@ def records(path: Path):
     return Results(rows=pd.DataFrame(), records=path)
 
 
-def write_bench_record(out: Path, name: str = "bench_bfloat16.json") -> Path:
-    """A legacy `make bench` record (out/bench/legacy/<name>): per-prompt runs (tokens, seconds)
-    for 2 benches x 3 repeats x (engine AR, Goose auto, hf:pld), and a summary whose tokens/s are
-    spreads (median, min, max over repeats), which the analysis must not divide."""
-    import statistics
-
-    def spread(v: list[float]) -> list[float]:
-        return [statistics.median(v), min(v), max(v)]
-
-    names = list(BENCH_RATES["humaneval"])
-    per_prompt = [
-        {
-            "bench": bench,
-            "prompt_id": f"{bench}/0",
-            "runs": [{n: {"tokens": 60, "seconds": 60 / rates[n][r]} for n in names} for r in range(3)],
-        }
-        for bench, rates in BENCH_RATES.items()
-    ]
-    overall = {
-        n: [120 / sum(60 / BENCH_RATES[b][n][r] for b in BENCH_RATES) for r in range(3)] for n in names
-    }
-    record = {
-        "args": {"model": "smollm2-135m", "limit": 1, "repeats": 3, "max_new_tokens": 60, "threads": 2},
-        "dtype": "bfloat16",
-        "environment": {"hardware": {"cpu": "test-cpu"}},
-        "summary": {
-            "tokens_per_s": {n: spread(v) for n, v in overall.items()},
-            "tokens_per_s_per_repeat": overall,
-            "tokens_per_s_per_bench": {
-                b: {n: spread(v) for n, v in rates.items()} for b, rates in BENCH_RATES.items()
-            },
-            "hardware_floor": {
-                "floor": {"bandwidth_gb_s": 50.0},
-                "contenders": {"engine:ar": {"forward_ms": 16.0, "floor_ms": 10.0, "times_floor": 1.6}},
-            },
-        },
-        "per_prompt": per_prompt,
-    }
-    return write_record(out / "bench" / "legacy", name, record)
-
-
-def write_bench_rows(out: Path, name: str = "bfloat16", home: str = "bench") -> Path:
-    """The same runs as `write_bench_record`, as the rows `make bench` writes now:
-    out/bench/<name>/repeat<k>/smollm2-135m/<bench>.jsonl, one row per contender, prompt, repeat."""
+def write_bench_rows(
+    out: Path, name: str = "bfloat16", home: str = "bench", temperature: float = 0.0
+) -> Path:
+    """The rows `make bench` writes, out/<home>/<name>/repeat<k>/smollm2-135m/<bench>.jsonl, one row per
+    contender, prompt and repeat: 2 benches x 3 repeats x (engine AR, Goose auto, hf:pld) at BENCH_RATES."""
     methods = {"engine:ar": "ar", "engine:goose:auto": "goose_auto", "hf:pld": "hf_pld"}
     protocol = {"model": "smollm2-135m", "limit": 1, "max_new_tokens": 60, "threads": 2}
+    protocol |= {"temperature": temperature} if temperature else {}
     protocol["contenders"] = list(methods)
     for bench, rates in BENCH_RATES.items():
         for rep in range(3):
@@ -505,13 +467,13 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
     out = tmp_path / "fig"
     with pytest.raises(Skip, match="no greedy `make bench` run"):
         wall_clock.build(records(tmp_path), out)
-    write_bench_record(tmp_path)
-    sampled = json.loads(write_bench_record(tmp_path, "bench_sampling_T0.7_bfloat16.json").read_text())
-    sampled["args"]["temperature"] = 0.7  # sampled runs are not read
-    write_record(tmp_path / "bench" / "legacy", "bench_sampling_T0.7_bfloat16.json", sampled)
+    write_bench_rows(tmp_path)
+    write_bench_rows(tmp_path, "sampling_T0.7_bfloat16", temperature=0.7)  # sampled runs are not read
     files = {p.name for p in wall_clock.build(records(tmp_path), out).files}
     assert files == {
-        f"wall_clock_bfloat16_vs_{b}.{e}" for b in ("engine_ar", "hf_pld") for e in ("md", "tex")
+        f"wall_clock_bfloat16_{t}.{e}"
+        for t in ("vs_engine_ar", "vs_hf_pld", "identical_to_engine_ar")
+        for e in ("md", "tex")
     }
     table = (out / "wall_clock_bfloat16_vs_engine_ar.md").read_text()
     goose = next(line for line in table.splitlines() if line.startswith("| engine:goose:auto"))
@@ -527,31 +489,10 @@ def test_wall_clock_ratios_are_taken_within_each_repeat(tmp_path):
         "engine:goose:auto | 2.00 [1.50, 3.00] | 2.00 [1.50, 2.50] | 1.80 [1.64, 2.65]"
         in (out / "wall_clock_bfloat16_vs_hf_pld.md").read_text()
     )
-
-
-def test_bench_rows_give_the_tables_of_the_legacy_record(tmp_path):
-    """`make bench` rows (one folder per repeat) and the legacy record of the same runs give the
-    same ratios; a row run supersedes the legacy record of its name."""
-    from analysis import wall_clock
-
-    write_bench_record(tmp_path / "legacy")
-    write_bench_rows(tmp_path / "rows")
-    tables = {}
-    for kind in ("legacy", "rows"):
-        out = tmp_path / f"fig_{kind}"
-        wall_clock.build(records(tmp_path / kind), out)
-        tables[kind] = [
-            line
-            for line in (out / "wall_clock_bfloat16_vs_engine_ar.md").read_text().splitlines()
-            if line.startswith("| engine:") or line.startswith("| hf:")
-        ]
-    assert tables["rows"] == tables["legacy"]
-    assert tables["rows"][0].startswith("| engine:goose:auto | 2.00 [1.50, 4.00]")
-    ident = (tmp_path / "fig_rows" / "wall_clock_bfloat16_identical_to_engine_ar.md").read_text()
+    ident = (out / "wall_clock_bfloat16_identical_to_engine_ar.md").read_text()
     assert "| engine:goose:auto | 2/2 | 0 | 0 |  |" in ident
-    write_bench_record(tmp_path / "rows")  # the legacy record of the same name is superseded
-    assert [n for n, _ in wall_clock.bench_records(tmp_path / "rows")] == ["bfloat16"]
-    assert wall_clock.bench_records(tmp_path / "rows")[0][1]["source"] == "bench/bfloat16"
+    assert [n for n, _ in wall_clock.bench_records(tmp_path)] == ["bfloat16"]
+    assert wall_clock.bench_records(tmp_path)[0][1]["source"] == "bench/bfloat16"
 
 
 def write_cost_curve_record(out: Path) -> Path:
@@ -562,46 +503,40 @@ def write_cost_curve_record(out: Path) -> Path:
 
 
 def test_wall_clock_lists_each_contenders_divergences_with_their_verdicts(tmp_path):
+    """The first repeat's outputs against engine AR's: each divergence with the row's near-tie verdict and
+    margin; a contender with an unclassified divergence gets blank verdict columns."""
     from analysis import wall_clock
 
-    out = tmp_path / "fig"
-    record = json.loads(write_bench_record(tmp_path).read_text())
-
-    def mismatch(pid: str, margin: float, near_tie: bool | None) -> dict:
-        verdict = {} if near_tie is None else {"diff_margin": margin, "near_tie": near_tie}
-        return {"bench": "humaneval", "prompt_id": pid, "first_diff": 3, **verdict}
-
-    record["summary"]["identical_to_engine_ar"] = {
-        "engine:goose:auto": {
-            "identical": 97,
-            "prompts": 100,
-            "near_tie": 2,
-            "real": 1,
-            "mismatches": [
-                mismatch("a", 0.125, True),
-                mismatch("b", 0.0625, True),
-                mismatch("c", 1.5, False),
-            ],
-        },
-        "hf:pld": {"identical": 99, "prompts": 100, "mismatches": [mismatch("a", 0, None)]},  # unclassified
-        "engine:ar across repeats": {"unstable_prompts": []},
+    run = write_bench_rows(tmp_path)
+    verdicts = {  # (method, bench): the first differing token's top-2 margin, the near-tie verdict
+        ("goose_auto", "humaneval"): (0.125, True),
+        ("goose_auto", "gsm8k"): (1.5, False),
+        ("hf_pld", "humaneval"): (None, None),  # not classified
     }
-    write_record(tmp_path / "bench" / "legacy", "bench_bfloat16.json", record)
+    for path in run.glob("repeat0/smollm2-135m/*.jsonl"):
+        rows = read_rows(path)
+        path.unlink()
+        for r in rows:
+            if (r["method"], r["bench"]) in verdicts:
+                margin, near_tie = verdicts[(r["method"], r["bench"])]
+                r |= {"output_ids": [7] * 3 + [8] * 57, "diff_margin": margin, "near_tie": near_tie}
+            append_row(path, r)
+    out = tmp_path / "fig"
     built = wall_clock.build(records(tmp_path), out)
     table = (out / "wall_clock_bfloat16_identical_to_engine_ar.md").read_text()
-    assert "| engine:goose:auto | 97/100 | 2 | 1 | 0.125 |" in table
-    assert "| hf:pld | 99/100 |  |  |  |" in table
+    assert "| engine:goose:auto | 0/2 | 1 | 1 | 0.125 |" in table
+    assert "| hf:pld | 1/2 |  |  |  |" in table
     assert built.notes == ["bfloat16: 1 REAL divergences from engine:ar"]
 
 
-def test_a_bench_resumed_on_other_machines_names_them_all(tmp_path):
+def test_a_bench_resumed_on_other_machines_names_them_all():
     from analysis.wall_clock import machine
 
     def segment(first: int, cpu: str, isa: str) -> dict:
         hardware = {"cpu": cpu, "cpu_capability": isa, "onednn_bf16": isa != "AVX2"}
         return {"first_prompt": first, "environment": {"hardware": hardware}}
 
-    record = json.loads(write_bench_record(tmp_path).read_text())
+    record = {"environment": {"hardware": {"cpu": "test-cpu"}}}
     assert machine(record) == "test-cpu"
     epyc, xeon = segment(0, "AMD EPYC", "AVX2"), segment(40, "Intel Xeon", "AMX")
     record["repeat_environments"] = [[epyc], [epyc]]
@@ -612,12 +547,6 @@ def test_a_bench_resumed_on_other_machines_names_them_all(tmp_path):
         "AMD EPYC (AVX2, no oneDNN bf16) + Intel Xeon (AMX, with oneDNN bf16) "
         "(resumed across machines: compare ratios, not tokens/s)"
     )
-    # format 1 (repeat-boundary checkpoints, e.g. the shipped bench_bfloat16_avx2.json): one
-    # environment per repeat
-    record["repeat_environments"] = [epyc["environment"], xeon["environment"]]
-    assert machine(record).startswith("AMD EPYC (AVX2, no oneDNN bf16) + Intel Xeon (AMX")
-    record["repeat_environments"] = [epyc["environment"], epyc["environment"]]
-    assert machine(record) == "AMD EPYC (AVX2, no oneDNN bf16)"
 
 
 def write_forward_speed_record(out: Path) -> Path:
@@ -651,7 +580,11 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
     with pytest.raises(Skip, match="no forward_speed"):
         performance_targets.build(records(tmp_path), out)
     write_forward_speed_record(tmp_path)
-    write_bench_record(tmp_path)
+    run = write_bench_rows(tmp_path)
+    floor = {"engine:ar": {"forward_ms": 16.0, "floor_ms": 10.0, "times_floor": 1.6}}
+    (run / "hardware_floor.json").write_text(
+        json.dumps({"floor": {"bandwidth_gb_s": 50.0}, "contenders": floor})
+    )
     performance_targets.build(records(tmp_path), out)
     rows = [r for r in (out / "performance_targets.md").read_text().splitlines() if r.startswith("| ")][1:]
     cells = [[c.strip() for c in r.strip("|").split(" | ")] for r in rows]
@@ -668,9 +601,9 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
         "80.0 ms = 2.00× [2.00, 2.25] floor (40.0 ms)",
         "(no target)",
     )
-    bench = [c for c in cells if c[1].startswith("`bench/legacy/bench_bfloat16.json`")]
+    bench = [c for c in cells if c[1].startswith("`bench/bfloat16`")]
     goose_ar = next(c for c in bench if c[0].startswith("Goose auto ≥ 2.0× engine AR"))
-    # per-repeat ratios (write_bench_record): HumanEval 4.0, 1.5, 2.0 and GSM8K 1.5, 2.0, 2.5
+    # per-repeat ratios (write_bench_rows): HumanEval 4.0, 1.5, 2.0 and GSM8K 1.5, 2.0, 2.5
     assert goose_ar[3].startswith("lowest HumanEval 2.00× [1.50, 4.00]; all prompts 2.18× [1.80, 2.35]")
     # two of the paper's five benchmarks: reported, not judged on "every benchmark"
     assert goose_ar[4] == "not judged: 2 of the 5 benchmarks"
@@ -681,13 +614,12 @@ def test_performance_targets_report_every_figure_met_or_not(tmp_path):
     assert ar_step[1].endswith("engine AR decoding")
     assert ar_step[3:] == ["16.0 ms = 1.60× floor (10.0 ms at 50.0 GB/s)", "**not met**"]
     # a benchmark below the target fails the every-benchmark target
-    legacy = tmp_path / "bench" / "legacy" / "bench_bfloat16.json"
-    record = json.loads(legacy.read_text())
-    for prompt in record["per_prompt"]:
-        if prompt["bench"] == "gsm8k":
-            for run in prompt["runs"]:
-                run["engine:goose:auto"]["seconds"] *= 1.5
-    legacy.write_text(json.dumps(record))
+    for path in run.glob("repeat*/smollm2-135m/gsm8k.jsonl"):
+        rows = read_rows(path)
+        path.unlink()
+        for r in rows:
+            slower = 1.5 if r["method"] == "goose_auto" else 1.0
+            append_row(path, {**r, "wall_time_s": r["wall_time_s"] * slower})
     performance_targets.build(records(tmp_path), out)
     table = (out / "performance_targets.md").read_text()
     row = next(r for r in table.splitlines() if "Goose auto ≥ 2.0× engine AR" in r)
@@ -743,10 +675,10 @@ def test_performance_targets_read_the_gpu_records_per_engine_and_kv_length(tmp_p
 
 def write_step_cost_rows(out: Path) -> Path:
     """A bench run (out/bench/steps/: engine AR and PLD on 120 prompts, one repeat) whose rows carry a
-    budget=auto curve and step sizes, for analysis/step_cost_in_run.py."""
+    budget=auto curve and step sizes, for analysis/studies/hw_tree/step_cost_in_run.py."""
     import random
 
-    from tests.analysis.test_step_cost_in_run import make_row
+    from tests.analysis.studies.test_step_cost_in_run import make_row
 
     rng = random.Random(1)
     lines = []
@@ -777,7 +709,6 @@ def write_step_cost_rows(out: Path) -> Path:
 
 def test_make_figures_writes_every_file(grid, tmp_path, capsys):
     out = tmp_path / "fig"
-    write_bench_record(tmp_path / "rec")
     write_bench_rows(tmp_path / "rec", "smollm2-135m-bfloat16-v1", home="protocol")  # a canonical run
     write_cost_curve_record(tmp_path / "rec")
     write_step_cost_rows(tmp_path / "rec")
@@ -941,7 +872,6 @@ def test_where_outputs_diverge_the_same_text_table_keeps_only_the_prompts_all_co
     """bf16: a contender whose output leaves AR's on a prompt generates another text there; the
     same-text table compares the contenders on the other prompts only (fp32 runs get no such table)."""
     from analysis import wall_clock
-    from goose.records.results import read_rows
 
     run = write_bench_rows(tmp_path)
     out = tmp_path / "fig"
@@ -993,7 +923,6 @@ def test_degenerate_prompts_are_counted_and_a_table_without_them_is_written(tmp_
     """A prompt whose engine AR output ran to max_new_tokens repeating itself (GSM8K here: 60 tokens of
     one id at max_new_tokens 60) is counted in every caption, and a table without it compares the rest."""
     from analysis import wall_clock
-    from goose.records.results import read_rows
 
     run = write_bench_rows(tmp_path)
     out = tmp_path / "fig"

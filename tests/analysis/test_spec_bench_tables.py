@@ -10,8 +10,8 @@ import pytest
 from analysis import combine_vs_choose, spec_bench_table
 from analysis.load import load
 from analysis.report import Skip
-from analysis.spec_bench_table import per_category_sample, spec_bench_category
 from goose.records.results import config_hash
+from goose.records.spec_bench import per_category_sample, spec_bench_category
 from tests.conftest import SHARED_DATA, require_shared
 
 SPEC_BENCH_FILE = SHARED_DATA / "spec_bench" / "question.jsonl"

@@ -519,15 +519,15 @@ def test_bad_hyperparameters_are_rejected_when_the_config_is_composed():
 def test_generation_is_identical_to_ar_on_tiny_models(arch):
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model(arch, seed=3)
     drafter = HwTreeDrafter()
     prompts = [[5, 6, 7, 8, 5, 6, 7, 8, 5, 6], [9, 10, 11, 9, 10, 11, 9, 10]]
     for prompt in prompts:  # the learnt rates carry over to the second prompt
-        ref = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
-        gen = generate(VerificationEngine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
+        ref = generate(verification_engine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
+        gen = generate(verification_engine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
         assert gen.output_ids == ref.output_ids
         assert sum(v for r, v in gen.routes().items() if r != "ar") > 0
         assert gen.drafter_stats["hw_verified_nodes"] == sum(s.tree_size for s in gen.steps)
@@ -535,22 +535,22 @@ def test_generation_is_identical_to_ar_on_tiny_models(arch):
 
 
 def test_generation_under_budget_auto_is_identical_to_ar_and_sized_not_cut():
-    from goose.engine.budget.auto_budget import AutoBudgetDrafter
+    from goose.engine.budget.auto_budget import AutoBudget
     from goose.engine.budget.cost_model import LatencyTable
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
     from goose.engine.core.sampling import SamplingParams
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("qwen3", seed=4)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     prompt = [3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4, 5]
     table = LatencyTable(sizes=[1, 8, 64], seconds=[1.0, 1.3, 4.0])
     for sampling in (None, SamplingParams(0.7)):
         ref = generate(engine, ARDrafter(), prompt, 32, sampling=sampling, seed=1).output_ids
         inner = HwTreeDrafter()
-        got = generate(engine, AutoBudgetDrafter(inner, table), prompt, 32, sampling=sampling, seed=1)
+        got = generate(engine, inner, prompt, 32, sampling=sampling, seed=1, sizer=AutoBudget(table))
         assert got.output_ids == ref
         stats = got.drafter_stats
         assert inner._latency is not None  # budget=auto handed its latency over

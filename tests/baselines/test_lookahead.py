@@ -11,7 +11,7 @@ from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, VerifyOutcome
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.tree import BRANCH, LOOKAHEAD, ROOT, DraftTree
-from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from goose.sources.ngram_pool import NgramPool
 from tests.tiny_models import ARCHS, tiny_model
 
@@ -107,7 +107,7 @@ def test_identical_to_ar(arch, temperature):
     drafter = LookaheadDrafter(window=4, ngram=3, guesses=4)
     outs, forwards, drafted = [], [], []
     for make in (ARDrafter, lambda: drafter):
-        engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+        engine = verification_engine(model, eos_token_ids=(), context_length=256)
         steps: list[int] = []
         gen = generate(
             engine,

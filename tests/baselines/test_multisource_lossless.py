@@ -22,7 +22,7 @@ PROMPTS = [[5, 6, 7, 8, 5, 6, 7, 8, 5, 6], [9, 10, 11, 9, 10, 11, 9, 10], [5, 6,
 def test_generation_is_identical_to_ar(name: str) -> None:
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=3)
@@ -30,12 +30,12 @@ def test_generation_is_identical_to_ar(name: str) -> None:
     resumed = MAKERS[name]()
     drafted = 0
     for i, prompt in enumerate(PROMPTS):
-        ref = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
+        ref = generate(verification_engine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
         if i == len(PROMPTS) - 1 and drafter.carries_run_state:
             resumed.restore_run_state(drafter.run_state())
-            again = generate(VerificationEngine(model, eos_token_ids=()), resumed, prompt, max_new_tokens=40)
+            again = generate(verification_engine(model, eos_token_ids=()), resumed, prompt, max_new_tokens=40)
             assert again.output_ids == ref.output_ids
-        gen = generate(VerificationEngine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
+        gen = generate(verification_engine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
         assert gen.output_ids == ref.output_ids
         drafted += sum(1 for s in gen.steps if s.tree_size > 1)
         if i == len(PROMPTS) - 1 and drafter.carries_run_state:

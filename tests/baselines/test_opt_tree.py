@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from baselines.opt_tree import Candidate, OptTreeDrafter, select_best_first
-from goose.engine.budget.auto_budget import AcceptanceModel, AutoBudgetDrafter, prefix_tree
+from goose.engine.budget.auto_budget import AutoBudget, prefix_tree
 from goose.engine.budget.cost_model import LatencyTable
+from goose.engine.core.acceptance import AcceptanceModel
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from tests.conftest import method_config
@@ -295,15 +296,15 @@ def test_bad_hyperparameters_name_field_value_and_range(field, value, allowed):
 def test_generation_is_lossless_on_tiny_models(arch):
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model(arch, seed=3)
     drafter = OptTreeDrafter()
     prompts = [[5, 6, 7, 8, 5, 6, 7, 8, 5, 6], [9, 10, 11, 9, 10, 11, 9, 10]]
     for prompt in prompts:  # the learnt rates carry over to the second prompt
-        ref = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
-        gen = generate(VerificationEngine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
+        ref = generate(verification_engine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
+        gen = generate(verification_engine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
         assert gen.output_ids == ref.output_ids
         assert sum(v for r, v in gen.routes().items() if r != "ar") > 0
         assert gen.tau >= 1.0
@@ -314,16 +315,16 @@ def test_generation_is_lossless_on_tiny_models(arch):
 def test_generation_under_budget_auto_is_lossless():
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("qwen3", seed=4)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     prompt = [3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4, 5]
     ref = generate(engine, ARDrafter(), prompt, 24).output_ids
     table = LatencyTable(sizes=[1, 8, 64], seconds=[1.0, 1.3, 4.0])
     inner = OptTreeDrafter()
-    got = generate(engine, AutoBudgetDrafter(inner, table), prompt, 24)
+    got = generate(engine, inner, prompt, 24, sizer=AutoBudget(table))
     assert got.output_ids == ref
     assert got.drafter_stats["auto_nodes_verified"] < got.drafter_stats["auto_nodes_proposed"]
     assert inner.acceptance.reached.sum() > 0  # learnt from the cut trees too

@@ -13,7 +13,7 @@ from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.tree import ROOT, SPINE
-from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from goose.sources.suffix_array import TokenDatastore
 from tests.tiny_models import ARCHS, tiny_model
 
@@ -36,7 +36,7 @@ def test_top_prefixes_weights_every_prefix_by_its_continuations():
 
 
 def test_tree_from_a_tiny_datastore(tiny_store):
-    d = RestDrafter(tiny_store, max_span=3, min_span=2, num_draft=3, length=2)
+    d = RestDrafter(datastore=tiny_store, max_span=3, min_span=2, num_draft=3, length=2)
     d.begin([8], torch.zeros(1, 4))
     # [8, 2, 3]: no 3-token match; [2, 3] occurs 4 times -> [4, 5], [4, 6], [7], [4, 5]
     tree = d.propose([8, 2, 3])
@@ -44,17 +44,17 @@ def test_tree_from_a_tiny_datastore(tiny_store):
     assert tree.tokens == [3, 4, 5, 7] and tree.parents == [-1, 0, 1, 0]
     assert tree.sources == [ROOT, SPINE, SPINE, SPINE] and d.route == "retrieval"
     # [1, 2, 3] occurs 3 times: the longest suffix wins -> [4, 5], [4, 6], [7]
-    tree = RestDrafter(tiny_store, max_span=3, min_span=2, length=2).propose([0, 1, 2, 3])
+    tree = RestDrafter(datastore=tiny_store, max_span=3, min_span=2, length=2).propose([0, 1, 2, 3])
     assert tree.tokens == [3, 4, 7, 5, 6] and tree.parents == [-1, 0, 0, 1, 1]
-    no_match = RestDrafter(tiny_store).propose([5, 5, 5])
+    no_match = RestDrafter(datastore=tiny_store).propose([5, 5, 5])
     assert len(no_match) == 1
 
 
 def test_settings_are_checked(tiny_store):
     with pytest.raises(ValueError, match=r"RestDrafter.min_span = 5: must be an integer in \[1, 3\]"):
-        RestDrafter(tiny_store, max_span=3, min_span=5)
+        RestDrafter(datastore=tiny_store, max_span=3, min_span=5)
     with pytest.raises(ValueError, match="RestDrafter.datastore = 'nowhere': no such datastore"):
-        RestDrafter("nowhere")
+        RestDrafter(datastore="nowhere")
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -67,7 +67,7 @@ def test_identical_to_ar(arch, temperature, tmp_path):
     sampling = SamplingParams(temperature=temperature)
 
     def run(drafter):
-        engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+        engine = verification_engine(model, eos_token_ids=(), context_length=256)
         return generate(engine, drafter, prompt, 48, sampling=sampling, seed=5)
 
     ar = run(ARDrafter())
@@ -76,6 +76,6 @@ def test_identical_to_ar(arch, temperature, tmp_path):
     docs = [noisy] + [[rng.randrange(96) for _ in range(40)] for _ in range(5)]
     path = tmp_path / "store.npy"
     TokenDatastore.from_documents(docs).save(path)
-    rest = run(RestDrafter(str(path), num_draft=16))
+    rest = run(RestDrafter(datastore=str(path), num_draft=16))
     assert rest.output_ids == ar.output_ids
     assert 0 < rest.totals("accepted")["spine"] < len(ar.output_ids) - 1  # partly right drafts

@@ -165,7 +165,7 @@ def test_bad_hyperparameter_from_the_command_line_fails_before_loading():
 def test_generation_is_lossless_on_tiny_model(arch: str, threshold: int):
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model(arch, seed=3)
@@ -173,8 +173,8 @@ def test_generation_is_lossless_on_tiny_model(arch: str, threshold: int):
     prompts = [[5, 6, 7, 8, 5, 6, 7, 8, 5, 6], [9, 10, 11, 9, 10, 11, 9, 10]]
     routes: dict[str, int] = {}
     for prompt in prompts:  # two prompts: TR's table carries over, the automaton starts afresh
-        ref = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
-        gen = generate(VerificationEngine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
+        ref = generate(verification_engine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
+        gen = generate(verification_engine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
         assert gen.output_ids == ref.output_ids
         assert gen.tau >= 1.0
         for route, n in gen.routes().items():

@@ -14,6 +14,7 @@ from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from tests.baselines.self_draft_models import deep_tiny_model
 from tests.toy_harness import one_thread  # noqa: F401  (fixture: one intra-op thread)
 
@@ -26,7 +27,7 @@ LAYERS = 6
 
 @pytest.fixture(scope="module", params=["llama", "gemma3"])
 def engine(request) -> VerificationEngine:
-    return VerificationEngine(deep_tiny_model(request.param, LAYERS), eos_token_ids=(), context_length=256)
+    return verification_engine(deep_tiny_model(request.param, LAYERS), eos_token_ids=(), context_length=256)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

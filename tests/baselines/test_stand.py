@@ -11,6 +11,7 @@ from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from tests.tiny_models import tiny_model
 from tests.toy_harness import one_thread  # noqa: F401
 
@@ -45,7 +46,7 @@ def test_proposal_warps_the_stored_logits_like_the_target():
 
 @pytest.fixture(scope="module")
 def engine() -> VerificationEngine:
-    return VerificationEngine(tiny_model("llama", seed=1), eos_token_ids=(), context_length=256)
+    return verification_engine(tiny_model("llama", seed=1), eos_token_ids=(), context_length=256)
 
 
 PROMPT = [5, 9, 13, 2, 7, 5, 9, 13, 2, 7, 5, 9, 13, 2, 7]
@@ -91,14 +92,15 @@ def test_greedy_stand_is_identical_to_ar(engine):
 
 
 def test_budget_auto_lets_stand_size_its_own_tree():
-    from goose.engine.budget.auto_budget import AutoBudgetDrafter
+    from goose.engine.budget.auto_budget import AutoBudget
     from goose.engine.budget.cost_model import LatencyTable
 
     flat = LatencyTable([1, 64], [0.01, 0.01])  # free nodes: grow to B
     steep = LatencyTable([1, 2, 64], [0.01, 1.0, 32.0])  # a second node costs 100x: stay AR
     for table, grows in ((flat, True), (steep, False)):
         inner = StandDrafter(budget=12)
-        AutoBudgetDrafter(inner, table)
+        sizer = AutoBudget(table)
+        sizer.begin(inner)  # a prompt starts: the sizer hands a drafter that sizes itself its t(n)
         assert inner._latency is not None
         inner.table = NgramDistributionTable(3, 8)
         inner.table.update([[1]], _logits([{2: 3.0, 3: 2.5, 4: 1.0}]))
@@ -106,6 +108,7 @@ def test_budget_auto_lets_stand_size_its_own_tree():
         inner.set_sampling(SamplingParams(temperature=1.0), seed=0)
         tree = inner.propose([7, 1])
         assert (len(tree) > 1) is grows
+        assert sizer.size(tree) is tree  # never cut after its draws
 
 
 @pytest.mark.parametrize("bad", [{"budget": 1}, {"max_children": 9, "k": 8}, {"max_order": 0}])

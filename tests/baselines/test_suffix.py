@@ -168,7 +168,7 @@ def test_method_configs_instantiate(name: str, global_cache: bool):
 def test_generation_is_lossless_on_tiny_model(kwargs: dict):
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=3)
@@ -176,8 +176,8 @@ def test_generation_is_lossless_on_tiny_model(kwargs: dict):
     prompts = [[5, 6, 7, 8, 5, 6, 7, 8, 5, 6], [9, 10, 11, 9, 10, 11, 9, 10], [5, 6, 7, 1, 2]]
     drafted = 0
     for prompt in prompts:  # one drafter for the run: the global tree (if on) carries over
-        ref = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
-        gen = generate(VerificationEngine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
+        ref = generate(verification_engine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
+        gen = generate(verification_engine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
         assert gen.output_ids == ref.output_ids
         assert gen.tau >= 1.0
         drafted += gen.routes().get(drafter.mode, 0)
@@ -187,19 +187,21 @@ def test_generation_is_lossless_on_tiny_model(kwargs: dict):
 def test_budget_auto_cuts_the_best_first_tree_losslessly():
     """budget=auto verifies a prefix of the tree: the drafter's best-first order makes every prefix
     a valid tree of its most probable nodes, and the drafter learns only from committed tokens."""
-    from goose.engine.budget.auto_budget import AutoBudgetDrafter
+    from goose.engine.budget.auto_budget import AutoBudget
     from goose.engine.budget.cost_model import LatencyTable
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=3)
     inner = SuffixDecodingDrafter(max_spec_factor=4.0, min_token_prob=0.0)
-    drafter = AutoBudgetDrafter(inner, LatencyTable(sizes=[1, 3, 8], seconds=[1.0, 1.05, 30.0]))
+    sizer = AutoBudget(LatencyTable(sizes=[1, 3, 8], seconds=[1.0, 1.05, 30.0]))
     prompt = [5, 6, 7, 8, 5, 6, 7, 8, 5, 6]
-    ref = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
-    gen = generate(VerificationEngine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
+    ref = generate(verification_engine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
+    gen = generate(
+        verification_engine(model, eos_token_ids=()), inner, prompt, max_new_tokens=40, sizer=sizer
+    )
     assert gen.output_ids == ref.output_ids
     assert max(s.tree_size for s in gen.steps) <= 8
     assert gen.drafter_stats["auto_nodes_verified"] < gen.drafter_stats["auto_nodes_proposed"]

@@ -123,7 +123,7 @@ def test_tr_does_not_harvest_prefill() -> None:
 def test_iso_tree_is_balanced(
     branching: int, budget: int, max_depth: int, expected_levels: list[int]
 ) -> None:
-    drafter = IsotropicDrafter(branching, max_depth=max_depth, budget=budget, use_bigram=False)
+    drafter = IsotropicDrafter(branching=branching, max_depth=max_depth, budget=budget, use_bigram=False)
     random_drafter_table(drafter)  # softmax over 10 random logits: every score well above 0.01
     tree = drafter.propose([1, 2, 3])
     tree.validate()
@@ -141,7 +141,7 @@ def test_iso_tree_is_balanced(
 
 
 def test_iso_children_are_top_successors_above_min_score() -> None:
-    drafter = IsotropicDrafter(3, budget=60)
+    drafter = IsotropicDrafter(branching=3, budget=60)
     drafter.begin([0], torch.zeros(1, 16))
     drafter.table.reset()
     set_row(drafter.table, 1, {4: 0.5, 5: 0.3, 6: 0.195, 7: 0.005})
@@ -153,7 +153,7 @@ def test_iso_children_are_top_successors_above_min_score() -> None:
 
 
 def test_iso_bigram_row_first_with_committed_prev() -> None:
-    drafter = IsotropicDrafter(2, budget=60)
+    drafter = IsotropicDrafter(branching=2, budget=60)
     drafter.begin([0], torch.zeros(1, 16))
     drafter.table.reset()
     set_row(drafter.table, 1, {4: 0.6, 5: 0.4}, prev=8)  # bigram (8, 1) and unigram row of 1
@@ -166,7 +166,7 @@ def test_iso_bigram_row_first_with_committed_prev() -> None:
 
 def test_iso_observe_updates_with_parent_tokens_as_prev() -> None:
     vocab = 16
-    drafter = IsotropicDrafter(2, budget=60)
+    drafter = IsotropicDrafter(branching=2, budget=60)
     drafter.begin([0], torch.zeros(1, vocab))
     drafter.table.reset()
     set_row(drafter.table, 1, {4: 0.6, 5: 0.4})
@@ -188,7 +188,7 @@ def test_iso_observe_updates_with_parent_tokens_as_prev() -> None:
 
 
 def test_iso_no_successors_is_an_ar_step() -> None:
-    drafter = IsotropicDrafter(3)
+    drafter = IsotropicDrafter(branching=3)
     drafter.begin([0], torch.zeros(1, 16))
     drafter.table.reset()
     tree = drafter.propose([2, 3])
@@ -200,7 +200,7 @@ def test_iso_node_budget_hook() -> None:
         def node_budget(self, committed: list[int]) -> int:
             return 7
 
-    drafter = Narrow(3, use_bigram=False)
+    drafter = Narrow(branching=3, use_bigram=False)
     random_drafter_table(drafter)
     assert len(drafter.propose([1, 2])) == 7
 
@@ -325,8 +325,8 @@ def test_method_configs_instantiate(name: str, cls: type, expected: dict) -> Non
     "make",
     [
         TokenRecyclingDrafter,
-        lambda: IsotropicDrafter(3),
-        lambda: IsotropicDrafter(5),
+        lambda: IsotropicDrafter(branching=3),
+        lambda: IsotropicDrafter(branching=5),
         Eagle2Drafter,
     ],
     ids=["tr", "iso3", "iso5", "eagle2"],
@@ -334,15 +334,15 @@ def test_method_configs_instantiate(name: str, cls: type, expected: dict) -> Non
 def test_drafter_generation_is_lossless_on_tiny_model(make) -> None:
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=3)
     drafter = make()
     prompts = [[5, 6, 7, 8, 5, 6, 7, 8, 5, 6], [9, 10, 11, 9, 10, 11, 9, 10]]
     for prompt in prompts:  # two prompts: TR's table carries over, the others start fresh
-        ref = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
-        gen = generate(VerificationEngine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
+        ref = generate(verification_engine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=40)
+        gen = generate(verification_engine(model, eos_token_ids=()), drafter, prompt, max_new_tokens=40)
         assert gen.output_ids == ref.output_ids
         assert gen.routes().get("tree", 0) > 0
         assert gen.tau >= 1.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import bench
+from experiments.bench import contenders, driver
 from goose.engine.budget.cost_model import LatencyTable
 from goose.records.results import read_rows
 
@@ -33,7 +33,7 @@ def uninterrupted(tmp_path_factory):
     profile = tmp / "profile.json"
     LatencyTable(sizes=[1, 2, 8, 32], seconds=[0.02, 0.021, 0.024, 0.04]).save(profile)
     args = [*ARGS, "--latency", str(profile)]
-    record = bench.main([*args, "--out", str(tmp / "whole")])
+    record = driver.main([*args, "--out", str(tmp / "whole")])
     return args, timed(read_rows(tmp / "whole")), record
 
 
@@ -88,9 +88,9 @@ def test_the_reference_pass_writes_one_untimed_ar_row_per_prompt_and_the_rows_ar
 
 
 def test_contenders_rotate_by_prompt_and_repeat():
-    assert bench.rotated(["a", "b", "c"], 0) == ["a", "b", "c"]
-    assert bench.rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
-    assert bench.rotated([], 3) == []
+    assert contenders.rotated(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert contenders.rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
+    assert contenders.rotated([], 3) == []
 
 
 def test_a_resume_over_rows_of_other_code_is_refused_before_anything_loads(tmp_path, capsys):
@@ -101,7 +101,7 @@ def test_a_resume_over_rows_of_other_code_is_refused_before_anything_loads(tmp_p
         out / "repeat0" / "smollm2-135m" / "humaneval.jsonl", {"method": "ar", "code_state": "0123456789ab"}
     )
     with pytest.raises(SystemExit, match="holds rows of another code state: 0123456789ab \\(1 rows\\)"):
-        bench.main(["--out", str(out), "--hf", "", "--methods", "pld"])
+        driver.main(["--out", str(out), "--hf", "", "--methods", "pld"])
 
 
 def test_every_repeat_starts_from_a_fresh_drafter(uninterrupted):
@@ -132,7 +132,7 @@ def test_an_interrupted_bench_resumes_with_the_same_drafts(
     args, whole, _ = uninterrupted
     out = tmp_path / "cut"
     calls = 0
-    run_cell = bench.run_cell
+    run_cell = contenders.run_cell
 
     def interrupt(*a, **k):  # the reference pass, then engine AR and Token Recycling once per prompt
         nonlocal calls
@@ -141,16 +141,16 @@ def test_an_interrupted_bench_resumes_with_the_same_drafts(
             raise KeyboardInterrupt
         return run_cell(*a, **k)
 
-    monkeypatch.setattr(bench, "run_cell", interrupt)
+    monkeypatch.setattr(contenders, "run_cell", interrupt)
     with pytest.raises(KeyboardInterrupt):
-        bench.main([*args, "--out", str(out)])
+        driver.main([*args, "--out", str(out)])
     cut = timed(read_rows(out))
     assert 0 < len(cut) < len(whole)
-    monkeypatch.setattr(bench, "run_cell", run_cell)
-    shown = bench.main([*args, "--out", str(out), "--show-partial"])  # reads the rows, runs nothing
+    monkeypatch.setattr(contenders, "run_cell", run_cell)
+    shown = driver.main([*args, "--out", str(out), "--show-partial"])  # reads the rows, runs nothing
     assert "engine:ar" in shown["summary"]["tokens_per_s"]
     assert len(timed(read_rows(out))) == len(cut)
-    bench.main([*args, "--out", str(out)])
+    driver.main([*args, "--out", str(out)])
     resumed = timed(read_rows(out))
     assert len(resumed) == len(whole)  # nothing ran twice
     assert drafted(resumed) == drafted(whole)
@@ -158,12 +158,12 @@ def test_an_interrupted_bench_resumes_with_the_same_drafts(
 
 def test_show_partial_without_rows_says_so(tmp_path):
     with pytest.raises(SystemExit, match="no rows to show"):
-        bench.main(["--out", str(tmp_path / "none"), "--show-partial"])
+        driver.main(["--out", str(tmp_path / "none"), "--show-partial"])
 
 
 def test_an_unknown_transformers_contender_is_refused_before_loading_anything(capsys):
     with pytest.raises(SystemExit):
-        bench.main(["--hf", "beam"])
+        driver.main(["--hf", "beam"])
     assert "unknown --hf contender 'beam'" in capsys.readouterr().err
 
 
@@ -177,7 +177,7 @@ def test_an_unknown_transformers_contender_is_refused_before_loading_anything(ca
 )
 def test_a_verifier_that_does_not_apply_is_refused_before_loading_anything(methods, needs, capsys):
     with pytest.raises(SystemExit):
-        bench.main(["--methods", methods, "--temperature", "1.0", "--hf", ""])
+        driver.main(["--methods", methods, "--temperature", "1.0", "--hf", ""])
     assert needs in capsys.readouterr().err
 
 
@@ -186,7 +186,7 @@ def test_a_verifier_is_checked_against_the_shape_the_overrides_give(tmp_path, ca
     overrides = tmp_path / "overrides.json"
     overrides.write_text('{"stand_iid": ["method.drafter.shape=chain"]}')
     with pytest.raises(SystemExit):
-        bench.main(
+        driver.main(
             [
                 "--methods",
                 "stand_iid@gbv",
@@ -203,7 +203,7 @@ def test_a_verifier_is_checked_against_the_shape_the_overrides_give(tmp_path, ca
 
 def test_a_greedy_run_refuses_a_named_verifier(capsys):
     with pytest.raises(SystemExit):
-        bench.main(["--methods", "stand_chain@block", "--hf", ""])
+        driver.main(["--methods", "stand_chain@block", "--hf", ""])
     assert "needs sampling (temperature > 0)" in capsys.readouterr().err
 
 
@@ -222,7 +222,7 @@ def test_each_contender_verifies_with_its_own_verifier_side_by_side(tmp_path, mo
     monkeypatch.setattr(verify, "block_walk", spy)
     args = ["--benches", "humaneval", "--limit", "2", "--max-new-tokens", "24", "--repeats", "1"]
     args += ["--methods", "stand_chain,stand_chain@block", "--hf", "", "--threads", "1"]
-    record = bench.main([*args, "--temperature", "1.0", "--out", str(tmp_path / "run")])
+    record = driver.main([*args, "--temperature", "1.0", "--out", str(tmp_path / "run")])
     rows = read_rows(tmp_path / "run")
     assert {(r["method"], r["verifier"]) for r in rows} == {
         ("ar", "auto"),
@@ -240,7 +240,7 @@ def test_each_contender_verifies_with_its_own_verifier_side_by_side(tmp_path, mo
 
 
 def test_latency_kv_lengths_are_checked_as_the_config_checks_them(capsys):
-    from experiments.bench import parse_args
+    from experiments.bench.cli import parse_args
 
     assert parse_args(["--latency-kv", "1024,2048"]).latency_kv == [1024, 2048]
     assert parse_args([]).latency_kv == [] and parse_args(["--latency-kv", ""]).latency_kv == []

@@ -3,7 +3,7 @@ the same SmolLM2-135M fp32, raw prompts, 128 tokens, greedy; forward calls per p
 official ones. The smoke test takes a HumanEval prompt on which the harness's own Goose differs from
 the official code (HumanEval/2: 24 vs 23 forward calls), so it fails if compat breaks; the
 slow test covers goose, iso3 and iso5 on the first prompts of each benchmark. The full 60-prompt
-comparison is `python experiments/compat_reference.py`."""
+comparison is `python -m experiments.compat_reference`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from experiments.compat_reference import REFERENCE, make_drafter, read_reference, reference_prompts
 from goose.engine.core.decode import generate
-from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 
 pytestmark = pytest.mark.needs_shared(REFERENCE)
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.needs_shared(REFERENCE)
 @pytest.fixture(scope="module")
 def reference_setup(smollm2):
     loaded, _ = smollm2
-    engine = VerificationEngine(loaded.model, loaded.eos_token_ids, loaded.context_length, lean=False)
+    engine = verification_engine(loaded.model, loaded.eos_token_ids, loaded.context_length, lean=False)
     return engine, reference_prompts(loaded.tokenizer, limit=3), read_reference()
 
 

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from experiments import bench, delayed_grid
+from experiments import delayed_grid
+from experiments.bench import driver
 from goose.records.results import read_rows
 
 GRID = ["--benches", "humaneval", "--skip", "2", "--limit", "1", "--max-new-tokens", "10"]
@@ -51,7 +52,7 @@ def test_the_bench_runs_the_chosen_shape(grid, tmp_path):
     out, chosen = grid
     args = ["--benches", "humaneval", "--limit", "1", "--max-new-tokens", "8", "--repeats", "1", "--hf", ""]
     args += ["--methods", "stand_delayed@traversal", "--temperature", "1.0", "--threads", "1"]
-    bench.main([*args, "--method-overrides", str(out / "chosen.json"), "--out", str(tmp_path / "run")])
+    driver.main([*args, "--method-overrides", str(out / "chosen.json"), "--out", str(tmp_path / "run")])
     (row,) = [r for r in read_rows(tmp_path / "run") if r["method"] == "stand_delayed"]
     config = row["method_config"]
     assert [config["num_paths"], config["trunk_len"], config["path_len"]] == chosen["stand_delayed"]["shape"]
@@ -59,11 +60,11 @@ def test_the_bench_runs_the_chosen_shape(grid, tmp_path):
 
 
 def test_a_bad_override_is_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(bench, "model_and_engine", lambda *a, **k: pytest.fail("loaded a model"))
+    monkeypatch.setattr(driver, "model_and_engine", lambda *a, **k: pytest.fail("loaded a model"))
     bad = tmp_path / "chosen.json"
     bad.write_text(json.dumps({"stand_delayed": {"overrides": ["method.drafter.num_paths=0"]}}))
     with pytest.raises(SystemExit):
-        bench.main(
+        driver.main(
             ["--methods", "stand_delayed", "--temperature", "1.0", "--hf", "", "--method-overrides", str(bad)]
         )
     assert "num_paths = 0" in capsys.readouterr().err

@@ -122,9 +122,9 @@ def test_run_py_writes_rows_with_every_field(tmp_path):
 def test_bench_samples_side_by_side_and_reports_the_floor(tmp_path):
     """`make bench` at T = 0.7: engine contenders sample with per-prompt seeds, a deterministic
     drafter reproduces engine:ar's sample, and each step is reported against its hardware floor."""
-    from experiments import bench
+    from experiments.bench import driver
 
-    record = bench.main(
+    record = driver.main(
         ["--benches", "humaneval", "--limit", "1", "--max-new-tokens", "24", "--repeats", "1"]
         + ["--methods", "pld", "--hf", "greedy", "--temperature", "0.7", "--threads", "1"]
         + ["--out", str(tmp_path / "bench")]

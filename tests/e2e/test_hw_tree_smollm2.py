@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from baselines.hw_tree import HwTreeDrafter
-from goose.engine.budget.auto_budget import AutoBudgetDrafter
+from goose.engine.budget.auto_budget import AutoBudget
 from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
@@ -18,13 +18,13 @@ CPU_LIKE = LatencyTable(sizes=[1, 8, 16, 32, 64], seconds=[1.0, 1.15, 1.35, 1.8,
 
 def assert_identical(smollm2, bench: str, limit: int, max_new: int, auto: bool) -> list[float]:
     loaded, engine = smollm2
-    inner = HwTreeDrafter()
-    drafter = AutoBudgetDrafter(inner, CPU_LIKE) if auto else inner  # one drafter across prompts, as in a run
+    drafter = HwTreeDrafter()
+    sizer = AutoBudget(CPU_LIKE) if auto else None  # one drafter and one sizer across prompts, as in a run
     taus = []
     for p in bench_prompts(bench, limit):
         ids = loaded.tokenizer(p.text).input_ids
         ref = generate(engine, ARDrafter(), ids, max_new)
-        got = generate(engine, drafter, ids, max_new)
+        got = generate(engine, drafter, ids, max_new, sizer=sizer)
         assert got.output_ids == ref.output_ids, f"hw_tree differs from AR on {bench} {p.prompt_id}"
         assert got.forward_calls <= ref.forward_calls
         taus.append(got.tau)

@@ -1,5 +1,5 @@
 """budget=auto: the prefix cut, the choice of b against the latency curve, the acceptance
-statistics, and losslessness of wrapped drafters on a tiny model."""
+statistics, and losslessness of drafters sized by the `AutoBudget` sizer on a tiny model."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import pytest
 import torch
 
 from baselines.pld import PromptLookupDrafter
-from goose.engine.budget.auto_budget import AcceptanceModel, AutoBudgetDrafter, prefix_tree, wrap_auto_budget
+from goose.engine.budget.auto_budget import AutoBudget, prefix_tree, with_auto_budget
 from goose.engine.budget.cost_model import LatencyTable
+from goose.engine.core.acceptance import AcceptanceModel
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter, VerifyOutcome
+from goose.engine.core.sizing import Speculator, TreeSizer
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree
-from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from goose.method.drafter import GooseDrafter
 from tests.tiny_models import tiny_model
 
@@ -45,6 +47,12 @@ class FixedDrafter(Drafter):
         self.seen.append((tree, outcome))
 
 
+def sized_step(sizer: TreeSizer, drafter: Drafter, committed: list[int]) -> DraftTree:
+    """One step's tree as the decode loop sizes it: between `propose` and `verify`."""
+    sizer.start_step(committed)
+    return sizer.size(drafter.propose(committed))
+
+
 def test_prefix_tree_is_a_valid_ancestor_closed_tree():
     tree = spine_tree()
     for b in range(1, len(tree) + 1):
@@ -55,24 +63,24 @@ def test_prefix_tree_is_a_valid_ancestor_closed_tree():
 
 def test_flat_latency_keeps_everything_steep_latency_cuts_to_ar():
     tree = spine_tree()
-    flat = AutoBudgetDrafter(ARDrafter(), FLAT)
-    steep = AutoBudgetDrafter(ARDrafter(), STEEP)
+    flat = AutoBudget(FLAT)
+    steep = AutoBudget(STEEP)
     keys = flat.acceptance.keys(tree)
     assert flat.choose(tree, keys) == len(tree)
     assert steep.choose(tree, keys) == 1
-    assert AutoBudgetDrafter(ARDrafter(), FLAT, max_nodes=5).choose(tree, keys) == 5
-    assert AutoBudgetDrafter(ARDrafter(), STEEP, min_nodes=3).choose(tree, keys) == 3
+    assert AutoBudget(FLAT, max_nodes=5).choose(tree, keys) == 5
+    assert AutoBudget(STEEP, min_nodes=3).choose(tree, keys) == 3
 
 
 def test_choice_maximises_expected_tokens_per_second():
     tree = DraftTree.chain(1, list(range(10, 40)), SPINE)
     lat = LatencyTable(sizes=[1, 8, 32], seconds=[1.0, 1.2, 3.0])
-    drafter = AutoBudgetDrafter(ARDrafter(), lat)
-    keys = drafter.acceptance.keys(tree)
-    q = drafter.acceptance.path_probabilities(tree, keys)
+    sizer = AutoBudget(lat)
+    keys = sizer.acceptance.keys(tree)
+    q = sizer.acceptance.path_probabilities(tree, keys)
     rate = [sum(q[:b]) / lat(b) for b in range(1, len(tree) + 1)]
-    assert drafter.choose(tree, keys) == int(np.argmax(rate)) + 1
-    r = drafter.acceptance.rates(keys)
+    assert sizer.choose(tree, keys) == int(np.argmax(rate)) + 1
+    r = sizer.acceptance.rates(keys)
     assert q[3] == pytest.approx(r[0] * r[1] * r[2])
 
 
@@ -96,14 +104,15 @@ def test_acceptance_model_learns_from_outcomes():
     assert model.reached.max() <= model.cap  # halved past the cap
 
 
-def test_wrapper_cuts_a_prefix_and_the_inner_drafter_observes_it():
+def test_the_sizer_cuts_a_prefix_and_the_drafter_observes_it():
     model = tiny_model("llama", seed=3)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     full = spine_tree(anchor=0)
     inner = FixedDrafter(full)
     table = LatencyTable(sizes=[1, 4, 13], seconds=[1.0, 1.1, 30.0])
-    drafter = wrap_auto_budget(inner, engine, latency=table)
-    gen = generate(engine, drafter, list(range(5, 15)), max_new_tokens=6)
+    speculator = with_auto_budget(inner, engine, latency=table)
+    assert speculator.drafter is inner and isinstance(speculator.sizer, AutoBudget)
+    gen = generate(engine, inner, list(range(5, 15)), max_new_tokens=6, sizer=speculator.sizer)
     assert gen.output_ids == generate(engine, ARDrafter(), list(range(5, 15)), 6).output_ids
     for tree, outcome in inner.seen:
         assert len(tree) < len(full) and tree.tokens[1:] == full.tokens[1 : len(tree)]
@@ -111,39 +120,81 @@ def test_wrapper_cuts_a_prefix_and_the_inner_drafter_observes_it():
     stats = gen.drafter_stats
     assert stats["auto_trees"] == len(inner.seen) == gen.forward_calls - 1
     assert stats["auto_nodes_verified"] < stats["auto_nodes_proposed"]
-    assert drafter.config()["budget_auto"] is True
+    config = speculator.config()
+    assert config["budget_auto"] is True and list(config)[0] == "budget_auto"  # FixedDrafter has no config
 
 
 def test_cut_to_one_node_is_an_ar_step():
-    drafter = AutoBudgetDrafter(FixedDrafter(spine_tree()), STEEP)
-    drafter.begin([1, 2, 3], torch.zeros(3, 8))
-    tree = drafter.propose([1, 2, 3])
-    assert len(tree) == 1 and drafter.route == "ar"
+    model = tiny_model("llama", seed=3)
+    engine = verification_engine(model, eos_token_ids=())
+    prompt, chain = list(range(5, 15)), DraftTree.chain(0, [10, 11, 12, 13], SPINE)
+    gen = generate(engine, FixedDrafter(chain), prompt, 6, sizer=AutoBudget(STEEP))
+    assert {s.route for s in gen.steps} == {"ar"} and {s.tree_size for s in gen.steps} == {1}
+    assert gen.drafter_stats["auto_cut_to_ar"] == len(gen.steps)
+    fixed = generate(engine, FixedDrafter(chain), prompt, 6)  # budget=fixed: no sizer
+    assert {s.route for s in fixed.steps} == {"tree"} and "auto_trees" not in fixed.drafter_stats
+
+
+def test_the_fixed_budget_sizer_verifies_the_tree_as_proposed():
+    tree = spine_tree()
+    sizer = TreeSizer()
+    assert sizer.size(tree) is tree and sizer.end() == {} and sizer.config() == {}
+    speculator = Speculator.of(FixedDrafter(tree))
+    assert Speculator.of(speculator) is speculator and not speculator.carries_run_state
+    assert speculator.run_state() == {"drafter": None, "sizer": None}
+
+
+def test_capabilities_are_declared_on_the_drafter_class():
+    """The loop and the sizer read what a drafter needs as class attributes with defaults, never probe it."""
+    from baselines.hw_tree import HwTreeDrafter
+    from baselines.self_draft.drafter import SelfDraftDrafter
+    from baselines.stand import StandDrafter
+
+    assert not Drafter.sizes_itself and not Drafter.needs_draft_forward
+    assert Drafter().use_latency(float) is None and Drafter().use_draft_forward(None) is None  # no-op hooks
+    assert all(cls.sizes_itself for cls in (StandDrafter, HwTreeDrafter, SelfDraftDrafter))
+    assert SelfDraftDrafter.needs_draft_forward and not GooseDrafter.sizes_itself
+
+
+def test_a_speculator_carries_the_drafter_and_the_sizer_state_across_prompts():
+    drafter = FixedDrafter(DraftTree.chain(1, [10, 11, 12, 13], SPINE))
+    speculator = Speculator(drafter, AutoBudget(LatencyTable(sizes=[1, 2, 8], seconds=[1.0, 1.1, 1.7])))
+    assert speculator.carries_run_state  # the sizer's learnt rates, although the drafter carries nothing
+    sizer = speculator.sizer
+    sizer.begin(drafter)
+    tree = sized_step(sizer, drafter, [1])
+    sizer.observe(tree, VerifyOutcome(torch.zeros(len(tree), 4), [0] * len(tree), [0], [1]), 1.0)
+    state = speculator.run_state()
+    fresh = Speculator(FixedDrafter(drafter.tree), AutoBudget(sizer.latency))
+    fresh.restore_run_state(state)
+    assert np.array_equal(fresh.sizer.acceptance.reached, sizer.acceptance.reached)
+    assert fresh.sizer.acceptance is not sizer.acceptance  # a copy: the checkpoint stays as it was
 
 
 @pytest.mark.parametrize("make", [lambda: GooseDrafter(), lambda: PromptLookupDrafter()])
 def test_wrapped_drafters_are_lossless(make):
     model = tiny_model("qwen3", seed=4)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     prompt = [3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4, 5]
     ref = generate(engine, ARDrafter(), prompt, 24).output_ids
     table = LatencyTable(sizes=[1, 8, 64], seconds=[1.0, 1.3, 4.0])
-    got = generate(engine, AutoBudgetDrafter(make(), table), prompt, 24)
+    got = generate(engine, make(), prompt, 24, sizer=AutoBudget(table))
     assert got.output_ids == ref
 
 
 def test_goose_spine_count_follows_the_cut():
     """Goose's EMA divides by the spine nodes of the tree that was verified, not of the tree it
-    built: the wrapper cut a long spine to 2 nodes, both accepted -> acceptance 2/2 = 1."""
+    built: the sizer cut a long spine to 2 nodes, both accepted -> acceptance 2/2 = 1."""
     goose = GooseDrafter()
-    drafter = AutoBudgetDrafter(goose, LatencyTable(sizes=[1, 3, 4], seconds=[1.0, 1.0, 100.0]))
+    sizer = AutoBudget(LatencyTable(sizes=[1, 3, 4], seconds=[1.0, 1.0, 100.0]))
     prompt = [3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4]
     logits = torch.full((len(prompt), 16), -5.0)
     for i, t in enumerate(prompt[1:]):
         logits[i, t] = 5.0  # the prefill harvest learns the prompt's successors
-    drafter.begin(prompt, logits)
-    tree = drafter.propose(prompt)
-    assert len(tree) == 3 and tree.sources.count(SPINE) == 2 and drafter.route == "spine_tree"
+    sizer.begin(goose)
+    goose.begin(prompt, logits)
+    tree = sized_step(sizer, goose, prompt)
+    assert len(tree) == 3 and tree.sources.count(SPINE) == 2 and goose.route == "spine_tree"
     before = goose.ema.value
     outcome = VerifyOutcome(
         logits=torch.zeros(3, 16),
@@ -151,7 +202,8 @@ def test_goose_spine_count_follows_the_cut():
         accepted_nodes=[0, 1, 2],
         new_tokens=[tree.tokens[1], tree.tokens[2], 0],
     )
-    drafter.observe(tree, outcome)
+    goose.observe(tree, outcome)
+    sizer.observe(tree, outcome, 1.0)
     assert goose.ema.value == pytest.approx(goose.cfg.ema_alpha * 1.0 + (1 - goose.cfg.ema_alpha) * before)
 
 
@@ -159,14 +211,18 @@ def _trap_replay(decay: float) -> list[int]:
     """A chain source that fails 30 times in a row and then recovers (every node accepted), under a
     latency curve where the first node breaks even at r = 0.1: the b chosen at each step."""
     lat = LatencyTable(sizes=[1, 2, 8], seconds=[1.0, 1.1, 1.7])
-    drafter = AutoBudgetDrafter(FixedDrafter(DraftTree.chain(1, [10, 11, 12, 13], SPINE)), lat, decay=decay)
+    drafter = FixedDrafter(DraftTree.chain(1, [10, 11, 12, 13], SPINE))
+    sizer = AutoBudget(lat, decay=decay)
+    sizer.begin(drafter)
     drafter.begin([1], torch.zeros(1, 4))
     chosen = []
     for step in range(400):
-        tree = drafter.propose([1])
+        tree = sized_step(sizer, drafter, [1])
         chosen.append(len(tree))
         accepted = list(range(len(tree))) if step >= 30 else [0]  # the source recovers at step 30
-        drafter.observe(tree, VerifyOutcome(torch.zeros(len(tree), 4), [0] * len(tree), accepted, [1]))
+        outcome = VerifyOutcome(torch.zeros(len(tree), 4), [0] * len(tree), accepted, [1])
+        drafter.observe(tree, outcome)
+        sizer.observe(tree, outcome, 1.0)
     return chosen
 
 
@@ -224,10 +280,13 @@ def test_a_kv_aware_table_sizes_each_step_at_its_cache_length():
     tree = spine_tree()
     sizes = {}
     for cache in (8, 64):
-        drafter = AutoBudgetDrafter(FixedDrafter(tree), table)
+        drafter, sizer = FixedDrafter(tree), AutoBudget(table)
+        sizer.begin(drafter)
         drafter.begin(list(range(cache)), torch.zeros(1, 4))
-        sizes[cache] = len(drafter.propose(list(range(cache + 1))))  # the cache: all but the anchor
+        committed = list(range(cache + 1))  # the cache: all but the anchor
+        sizes[cache] = len(sized_step(sizer, drafter, committed))
     assert sizes[8] > 7 and sizes[64] == 1  # the whole spine and more at KV 8; at KV 64 the anchor alone
-    flat = AutoBudgetDrafter(FixedDrafter(tree), LatencyTable(sizes=[1, 128], seconds=[1.0, 3.54]))
-    flat.begin([1], torch.zeros(1, 4))
-    assert len(flat.propose(list(range(65)))) == sizes[8]  # one curve: the cache length plays no part
+    drafter, flat = FixedDrafter(tree), AutoBudget(LatencyTable(sizes=[1, 128], seconds=[1.0, 3.54]))
+    flat.begin(drafter)
+    drafter.begin([1], torch.zeros(1, 4))
+    assert len(sized_step(flat, drafter, list(range(65)))) == sizes[8]  # one curve: the cache plays no part

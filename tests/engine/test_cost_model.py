@@ -15,7 +15,7 @@ from goose.engine.budget.cost_model import (
     engine_latency,
 )
 from goose.engine.core.tree import SPINE
-from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from tests.tiny_models import VOCAB, tiny_model
 
 
@@ -58,7 +58,7 @@ def test_calibration_tree_is_valid(n):
 
 
 def test_calibrate_on_tiny_model():
-    engine = VerificationEngine(tiny_model("llama"), eos_token_ids=())
+    engine = verification_engine(tiny_model("llama"), eos_token_ids=())
     table = calibrate(engine, sizes=(2, 8, 32), kv_len=24, repeats=2)
     assert table.sizes == [1, 2, 8, 32]
     assert table.seconds == [statistics.median(s) for s in table.samples]  # medians, not made monotone
@@ -88,7 +88,7 @@ def test_a_table_at_several_cache_lengths_interpolates_in_kv(tmp_path):
 
 
 def test_calibrate_at_more_cache_lengths_on_tiny_model():
-    engine = VerificationEngine(tiny_model("llama"), eos_token_ids=())
+    engine = verification_engine(tiny_model("llama"), eos_token_ids=())
     table = calibrate(engine, sizes=(2, 8), kv_len=16, repeats=1, more_kv_lens=(48, 16))
     assert table.kv_len == 16 and sorted(table.kv_seconds) == [48]  # the first length is not repeated
     assert len(table.kv_seconds[48]) == 3 and min(table.kv_seconds[48]) > 0

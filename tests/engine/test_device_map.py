@@ -21,7 +21,7 @@ from transformers import AutoModelForCausalLM
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.tree import DraftTree
-from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from tests.engine.test_engine import random_tree
 from tests.tiny_models import VOCAB, tiny_model
 
@@ -60,8 +60,8 @@ def test_a_split_model_uses_the_transformers_forward_and_decodes_as_on_one_devic
 ):
     split, whole = split_and_whole
     assert len(set(split.hf_device_map.values())) == 2
-    engine = VerificationEngine(split, eos_token_ids=(), context_length=256)
-    reference = VerificationEngine(whole, eos_token_ids=(), context_length=256)
+    engine = verification_engine(split, eos_token_ids=(), context_length=256)
+    reference = verification_engine(whole, eos_token_ids=(), context_length=256)
     assert engine.lean is None and engine.forward_name == "transformers"
 
     prompt = list(range(3, 17))

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from goose.engine.core.tree import DraftTree
-from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from tests.engine.test_engine import path_tokens, random_tree
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 
@@ -46,7 +46,7 @@ def greedy_path(model, ids: list[int], n: int, device: str) -> list[int]:
 
 def tree_setup(arch: str, dtype: torch.dtype, device: str, seed: int = 1):
     model = tiny_model(arch, dtype=dtype).to(device)
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    engine = verification_engine(model, eos_token_ids=(), context_length=256)
     rng = random.Random(seed)
     prefix = [rng.randrange(VOCAB) for _ in range(12)]
     anchor = int(engine.prefill(prefix)[-1].argmax())
@@ -154,11 +154,11 @@ def test_kv_compaction_moves_the_accepted_rows_exactly(arch, dtype, test_device)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_step_captured_in_a_cuda_graph_replays_the_eager_logits(arch, dtype, test_device):
-    """experiments/graph_probe.py times such replays; here they must give the step's logits bit
+    """experiments/gpu/graph_probe.py times such replays; here they must give the step's logits bit
     for bit, and leave the sequence as it was."""
     if torch.device(test_device).type != "cuda":
         pytest.skip("CUDA graphs need a CUDA device")
-    from experiments.graph_probe import capture
+    from experiments.gpu.graph_probe import capture
 
     _, engine, prefix, tree = tree_setup(arch, DTYPES[dtype], test_device)
     forward = engine.replayable_forward(tree)
@@ -191,7 +191,7 @@ def test_steps_replayed_from_cuda_graphs_give_the_sequential_logits_and_decode_a
 
     torch_dtype = DTYPES[dtype]
     model, eager, prefix, tree = tree_setup(arch, torch_dtype, test_device)
-    graphed = VerificationEngine(model, eos_token_ids=(), context_length=256, cuda_graphs=True)
+    graphed = verification_engine(model, eos_token_ids=(), context_length=256, cuda_graphs=True)
     assert graphed.forward_name.endswith("+graphs")
     graphed.prefill(prefix)
     graphed.capture_graphs()  # every (bucket, span) the cache holds, as the runner's warm-up does

@@ -10,9 +10,10 @@ import copy
 import pytest
 import torch
 
+from goose.engine.core.backend import SkipSet
 from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.verifier import VerificationEngine
-from goose.engine.forward.lean_forward import SkipSet
+from goose.engine.forward.choose import verification_engine
 from tests.baselines.self_draft_models import deep_tiny_model
 from tests.toy_harness import one_thread  # noqa: F401  (fixture: one intra-op thread)
 
@@ -44,7 +45,7 @@ def _logits(
 
 
 def _engine(arch: str) -> VerificationEngine:
-    engine = VerificationEngine(deep_tiny_model(arch), eos_token_ids=(), context_length=128)
+    engine = verification_engine(deep_tiny_model(arch), eos_token_ids=(), context_length=128)
     engine.prefill(PROMPT, max_new_tokens=16)
     return engine
 

@@ -12,7 +12,9 @@ import torch
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree, ancestor_matrix, tree_attention_inputs
-from goose.engine.core.verifier import NonFiniteLogitsError, VerificationEngine, cut_at_stop, greedy_walk
+from goose.engine.core.verifier import NonFiniteLogitsError
+from goose.engine.core.walk import cut_at_stop, greedy_walk
+from goose.engine.forward.choose import verification_engine
 from goose.engine.forward.packed_linear import prepack_unavailable
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 
@@ -51,7 +53,7 @@ def test_ancestor_mask_and_positions_hand_built():
     assert inputs.tokens[None].tolist() == [[10, 11, 12, 13, 14, 15]]
     assert inputs.positions[None].tolist() == [[4, 5, 5, 6, 6, 7]]
     # the engine's additive mask over the 4 cached prefix rows + the 6 nodes (0 = may attend)
-    engine = VerificationEngine(tiny_model("llama"), eos_token_ids=())
+    engine = verification_engine(tiny_model("llama"), eos_token_ids=())
     engine.prefill([1, 2, 3, 4])
     vis = engine._tree_mask(inputs.ancestors, inputs.positions, max(tree.depths))[0, 0] == 0
     assert vis[:, :4].all()
@@ -118,7 +120,7 @@ def random_tree(rng: random.Random, anchor: int, good_path: list[int], n_extra: 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_tree_logits_equal_sequential_and_cache_compacts(arch, lean, prepack):
     model = tiny_model(arch)
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256, lean=lean, prepack=prepack)
+    engine = verification_engine(model, eos_token_ids=(), context_length=256, lean=lean, prepack=prepack)
     assert (engine.lean is not None) == (lean is None and arch in ("llama", "qwen3", "gemma3"))
     rng = random.Random(1)
     prefix = [rng.randrange(VOCAB) for _ in range(12)]
@@ -137,7 +139,7 @@ def test_tree_logits_equal_sequential_and_cache_compacts(arch, lean, prepack):
     assert outcome.accepted_nodes[1] == 2
     # the compacted cache equals the cache of decoding the committed tokens one by one
     committed = prefix + [anchor] + [tree.tokens[i] for i in outcome.accepted_nodes[1:]]
-    ref_engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    ref_engine = verification_engine(model, eos_token_ids=(), context_length=256)
     ref_engine.prefill(prefix)
     for tok in committed[len(prefix) :]:
         ref_engine.verify(DraftTree.single(tok), budget=100)
@@ -155,7 +157,7 @@ def test_tree_logits_equal_sequential_and_cache_compacts(arch, lean, prepack):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_replayable_forward_gives_the_step_logits_and_leaves_the_sequence(arch):
     model = tiny_model(arch)
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    engine = verification_engine(model, eos_token_ids=(), context_length=256)
     rng = random.Random(2)
     prefix = [rng.randrange(VOCAB) for _ in range(12)]
     anchor = int(engine.prefill(prefix)[-1].argmax())
@@ -169,7 +171,7 @@ def test_a_replayable_forward_gives_the_step_logits_and_leaves_the_sequence(arch
     assert engine.prefix_len == engine.cache.length == len(prefix)
     outcome = engine.verify(tree, budget=100)  # the step itself, on the untouched sequence
     assert torch.equal(outcome.logits, first)
-    ref = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    ref = verification_engine(model, eos_token_ids=(), context_length=256)
     ref.prefill(prefix)
     assert ref.verify(tree, budget=100).new_tokens == outcome.new_tokens
 
@@ -177,7 +179,7 @@ def test_a_replayable_forward_gives_the_step_logits_and_leaves_the_sequence(arch
 @pytest.mark.parametrize("arch", ARCHS)
 def test_ar_generation_equals_sequential_greedy(arch):
     model = tiny_model(arch, seed=3)
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    engine = verification_engine(model, eos_token_ids=(), context_length=256)
     prompt = list(range(5, 15))
     gen = generate(engine, ARDrafter(), prompt, max_new_tokens=12)
     assert gen.output_ids == greedy_continuation(model, prompt, 12)
@@ -190,9 +192,9 @@ def test_generation_stops_at_eos_and_budget():
     ref = greedy_continuation(model, prompt, 8)
     eos = ref[3]
     first = ref.index(eos)
-    gen = generate(VerificationEngine(model, eos_token_ids=(eos,)), ARDrafter(), prompt, max_new_tokens=8)
+    gen = generate(verification_engine(model, eos_token_ids=(eos,)), ARDrafter(), prompt, max_new_tokens=8)
     assert gen.output_ids == ref[: first + 1]
-    gen0 = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=0)
+    gen0 = generate(verification_engine(model, eos_token_ids=()), ARDrafter(), prompt, max_new_tokens=0)
     assert gen0.output_ids == [] and gen0.forward_calls == 0
 
 
@@ -219,7 +221,7 @@ def test_chain_and_tree_paths_agree_with_ar(arch):
     prefix = list(range(20, 34))  # longer than gemma3's window of 5
     ref = greedy_continuation(model, prefix, 8)
     for make in ("chain", "tree"):
-        engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+        engine = verification_engine(model, eos_token_ids=(), context_length=256)
         anchor = int(engine.prefill(prefix)[-1].argmax())
         assert anchor == engine.first_token == ref[0]
         if make == "chain":
@@ -237,7 +239,7 @@ def test_duplicate_tokens_under_a_parent_fall_back_to_the_spine_tie_rule():
     model = tiny_model("llama", seed=3)
     prefix = list(range(5, 15))
     ref = greedy_continuation(model, prefix, 4)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     anchor = int(engine.prefill(prefix)[-1].argmax())
     tree = DraftTree.single(anchor)
     tree.add(ref[1], 0, BRANCH)  # 1: the same token twice under the root
@@ -264,7 +266,7 @@ def test_a_node_matching_its_parents_argmax_is_rejected_when_an_ancestor_was():
     model = tiny_model("llama", seed=3)
     prefix = list(range(5, 15))
     ref = greedy_continuation(model, prefix, 3)  # anchor, then the target's two next tokens
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     anchor = int(engine.prefill(prefix)[-1].argmax())
     assert anchor == ref[0]
     wrong = (ref[1] + 1) % VOCAB
@@ -286,7 +288,7 @@ def test_budget_cut_compacts_only_committed_nodes():
     model = tiny_model("qwen3", seed=1)
     prefix = list(range(30, 42))
     ref = greedy_continuation(model, prefix, 6)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     anchor = int(engine.prefill(prefix)[-1].argmax())
     out = engine.verify(random_tree(random.Random(0), anchor, ref[1:5], n_extra=6), budget=2)
     assert out.new_tokens == ref[1:3] and out.accepted_nodes == [0, 2, 3]
@@ -297,7 +299,7 @@ def test_budget_cut_compacts_only_committed_nodes():
 
 def test_cache_is_reused_across_prompts_and_grows():
     model = tiny_model("llama", seed=3)
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=1024)
+    engine = verification_engine(model, eos_token_ids=(), context_length=1024)
     long_prompt, short_prompt = list(range(3, 60)), list(range(40, 47))
     generate(engine, ARDrafter(), long_prompt, max_new_tokens=4)
     storage = engine.cache.storage
@@ -321,7 +323,7 @@ def test_cache_is_reused_across_prompts_and_grows():
 def test_non_finite_logits_raise_and_name_the_step():
     model = tiny_model("llama", seed=3)
     # prepack=False: a prepacked forward holds a copy of the weights taken when it was built
-    engine = VerificationEngine(model, eos_token_ids=(), prepack=False)
+    engine = verification_engine(model, eos_token_ids=(), prepack=False)
     engine.prefill(list(range(5, 15)))
     engine.verify(DraftTree.single(engine.first_token), budget=10)
     with torch.no_grad():
@@ -340,7 +342,7 @@ def test_non_finite_logits_raise_and_name_the_step():
 def test_time_split_has_forward_and_walk():
     model = tiny_model("llama", seed=3)
     gen = generate(
-        VerificationEngine(model, eos_token_ids=()), ARDrafter(), list(range(5, 15)), max_new_tokens=5
+        verification_engine(model, eos_token_ids=()), ARDrafter(), list(range(5, 15)), max_new_tokens=5
     )
     split = gen.time_split()
     assert {"prefill_s", "draft_s", "verify_s", "update_s", "forward_s", "walk_s"} <= set(split)
@@ -354,7 +356,7 @@ def test_prefill_last_row_only_for_drafters_that_do_not_harvest():
 
     model = tiny_model("gemma3", seed=1)
     prompt = list(range(5, 19))
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     full = engine.prefill(prompt)
     last = engine.prefill(prompt, all_logits=False)
     assert full.shape[0] == len(prompt) and last.shape[0] == 1
@@ -368,9 +370,9 @@ def test_prefill_last_row_only_for_drafters_that_do_not_harvest():
 
     assert not ARDrafter().needs_prefill_logits and not PromptLookupDrafter().needs_prefill_logits
     assert not TokenRecyclingDrafter().needs_prefill_logits  # TR does not harvest the prefill
-    assert GooseDrafter().needs_prefill_logits and IsotropicDrafter(3).needs_prefill_logits
+    assert GooseDrafter().needs_prefill_logits and IsotropicDrafter(branching=3).needs_prefill_logits
     assert not GooseDrafter(prefill_harvest=False).needs_prefill_logits
-    assert not IsotropicDrafter(3, prefill_harvest=False).needs_prefill_logits
+    assert not IsotropicDrafter(branching=3, prefill_harvest=False).needs_prefill_logits
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3"])
@@ -382,8 +384,8 @@ def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
     prompt = list(range(7, 27))
     with torch.no_grad():
         before = model(input_ids=torch.tensor([prompt])).logits[0]
-    lean = VerificationEngine(model, eos_token_ids=())
-    slow = VerificationEngine(model, eos_token_ids=(), lean=False)
+    lean = verification_engine(model, eos_token_ids=())
+    slow = verification_engine(model, eos_token_ids=(), lean=False)
     assert lean.lean is not None and slow.lean is None
     with torch.no_grad():  # the fused weights are views: the transformers forward is unchanged
         assert torch.equal(model(input_ids=torch.tensor([prompt])).logits[0], before)
@@ -395,8 +397,8 @@ def test_lean_forward_matches_transformers_and_keeps_the_model_intact(arch):
         a = lean.verify(DraftTree.single(a.new_tokens[-1]), budget=100)
         b = slow.verify(DraftTree.single(b.new_tokens[-1]), budget=100)
         assert torch.allclose(a.logits, b.logits, atol=1e-4)
-    fused = VerificationEngine(model, eos_token_ids=(), prepack=False).lean.layers[0].qkv_proj.weight
-    plain = VerificationEngine(model, eos_token_ids=(), prepack=False).lean
+    fused = verification_engine(model, eos_token_ids=(), prepack=False).lean.layers[0].qkv_proj.weight
+    plain = verification_engine(model, eos_token_ids=(), prepack=False).lean
     assert plain.layers[0].qkv_proj.weight.data_ptr() == fused.data_ptr() and not plain.prepacked  # reused
     attn = model.model.layers[0].self_attn
     assert attn.k_proj.weight.data_ptr() == fused[attn.q_proj.out_features].data_ptr()
@@ -422,8 +424,8 @@ def test_the_compiled_lean_forward_decodes_as_the_eager_one(arch, prepack):
     if prepack is None and prepack_unavailable(torch.zeros(2, 2)):
         pytest.skip("no oneDNN prepacking in this torch build")
     model = tiny_model(arch, seed=4)
-    eager = VerificationEngine(model, eos_token_ids=(), context_length=256, prepack=prepack)
-    compiled = VerificationEngine(
+    eager = verification_engine(model, eos_token_ids=(), context_length=256, prepack=prepack)
+    compiled = verification_engine(
         model, eos_token_ids=(), context_length=256, prepack=prepack, compile_forward=True
     )
     assert compiled.forward_name == eager.forward_name + "+compile"
@@ -443,7 +445,7 @@ def test_the_compiled_lean_forward_decodes_as_the_eager_one(arch, prepack):
     assert got.accepted_nodes == want.accepted_nodes
     torch.testing.assert_close(got.logits, want.logits, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="compile_forward needs the lean forward"):
-        VerificationEngine(model, eos_token_ids=(), lean=False, compile_forward=True)
+        verification_engine(model, eos_token_ids=(), lean=False, compile_forward=True)
 
 
 def test_compile_forward_without_a_cpp_compiler_is_refused_with_the_reason(monkeypatch):
@@ -453,9 +455,11 @@ def test_compile_forward_without_a_cpp_compiler_is_refused_with_the_reason(monke
     monkeypatch.delenv("CXX", raising=False)
     model = tiny_model("llama", seed=4)
     with pytest.raises(ValueError, match="C\\+\\+ compiler"):
-        VerificationEngine(model, eos_token_ids=(), compile_forward=True)
+        verification_engine(model, eos_token_ids=(), compile_forward=True)
     monkeypatch.setenv("CXX", "/bin/sh")  # any executable named by CXX counts
-    assert VerificationEngine(model, eos_token_ids=(), compile_forward=True).forward_name.endswith("+compile")
+    assert verification_engine(model, eos_token_ids=(), compile_forward=True).forward_name.endswith(
+        "+compile"
+    )
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
@@ -469,12 +473,12 @@ def test_nodes_past_accept_limit_are_forwarded_but_never_accepted(temperature):
     prefix = list(range(5, 15))
     ref = greedy_continuation(model, prefix, 4)
     for limit_chain in (0, 1):  # acceptable nodes: the anchor alone, or the anchor and ref[1]
-        engine = VerificationEngine(model, eos_token_ids=())
+        engine = verification_engine(model, eos_token_ids=())
         sampling = SamplingParams(temperature=temperature)
         engine.prefill(prefix, sampling=sampling, seed=7)
         anchor = engine.first_token if temperature else ref[0]
         if temperature:  # AR's sample with the same seed plays the target's continuation
-            ar = VerificationEngine(model, eos_token_ids=())
+            ar = verification_engine(model, eos_token_ids=())
             ar.prefill(prefix, sampling=sampling, seed=7)
             ref = [anchor]
             for _ in range(3):

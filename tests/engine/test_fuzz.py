@@ -23,7 +23,8 @@ from baselines.isotropic import IsotropicDrafter
 from baselines.token_recycling import TR_LEVEL_SIZES, TR_TEMPLATE, fill_template
 from goose.engine.core.decode import generate
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
-from goose.engine.core.verifier import VerificationEngine, greedy_walk
+from goose.engine.core.walk import greedy_walk
+from goose.engine.forward.choose import verification_engine
 from goose.harness.config_schema import register
 from goose.method.confidence import spine_length
 from goose.method.spine_tree import branch_shares, build_spine_tree, harmonic_split
@@ -137,7 +138,15 @@ def test_goose_spine_tree_invariants(
 @given(**common, branching=st.integers(1, 6))
 def test_iso_tree_invariants(seed, vocab, k, use_bigram, budget, max_depth, min_score, branching):
     table = random_table(seed, vocab, k, use_bigram)
-    d = IsotropicDrafter(branching, max_depth, budget, k, min_score, use_bigram, prefill_harvest=False)
+    d = IsotropicDrafter(
+        branching=branching,
+        max_depth=max_depth,
+        budget=budget,
+        k=k,
+        min_score=min_score,
+        use_bigram=use_bigram,
+        prefill_harvest=False,
+    )
     d.table = table
     anchor, prev = seed % vocab, (seed // 7) % vocab
     tree = d.build_tree(anchor, prev, budget)
@@ -160,7 +169,15 @@ def test_iso_tree_invariants(seed, vocab, k, use_bigram, budget, max_depth, min_
 @given(**common, topk=st.integers(1, 8))
 def test_eagle2_tree_invariants(seed, vocab, k, use_bigram, budget, max_depth, min_score, topk):
     table = random_table(seed, vocab, k, use_bigram)
-    d = Eagle2Drafter(budget, max_depth, topk, k, min_score, use_bigram, prefill_harvest=False)
+    d = Eagle2Drafter(
+        budget=budget,
+        max_depth=max_depth,
+        topk=topk,
+        k=k,
+        min_score=min_score,
+        use_bigram=use_bigram,
+        prefill_harvest=False,
+    )
     d.table = table
     committed = [(seed // 7) % vocab, seed % vocab]
     tree = d.propose(committed)
@@ -270,7 +287,7 @@ def test_engine_accepts_exactly_the_greedy_tokens(model, seed, n_extra, plant):
     prefix = torch.randint(
         0, VOCAB, (int(torch.randint(1, 20, (1,), generator=gen)),), generator=gen
     ).tolist()
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    engine = verification_engine(model, eos_token_ids=(), context_length=256)
     logits = engine.prefill(prefix)
     anchor = int(logits[-1].argmax())
     greedy = sequential_greedy(model, prefix + [anchor], plant + 8)
@@ -313,7 +330,7 @@ def test_every_drafter_generates_the_greedy_sequence(model, drafters, seed, leng
     prompt = torch.randint(0, VOCAB, (length,), generator=gen).tolist()
     if repeat:  # repeated text: long context matches, deep accepted paths
         prompt = prompt + prompt
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    engine = verification_engine(model, eos_token_ids=(), context_length=256)
     expected = sequential_greedy(model, prompt, 40)
     for name, d in drafters.items():
         assert generate(engine, d, prompt, 40).output_ids == expected, name

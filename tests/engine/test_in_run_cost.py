@@ -1,21 +1,22 @@
 """budget=auto's in-run cost correction (goose.engine.budget.in_run_cost): each size's correction is the
 decayed mean of its measured forwards against the calibrated t(n), shrunk toward the run's drift; a size
 that only looked cheap at start-up stops being chosen once it and its neighbours have been measured; the
-engine reports every step's cost."""
+decode loop reports every step's cost to the sizer."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from goose.engine.budget.auto_budget import AutoBudgetDrafter
+from goose.engine.budget.auto_budget import AutoBudget
 from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.budget.in_run_cost import InRunCost
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter
+from goose.engine.core.sizing import TreeSizer
 from goose.engine.core.tree import SPINE, DraftTree
-from goose.engine.core.verifier import VerificationEngine
-from tests.engine.test_auto_budget import FixedDrafter
+from goose.engine.forward.choose import verification_engine
+from tests.engine.test_auto_budget import STEEP, FixedDrafter, sized_step
 from tests.tiny_models import tiny_model
 
 
@@ -68,8 +69,8 @@ def _dip_at_12() -> LatencyTable:
 
 def test_a_size_that_only_looked_cheap_stops_being_chosen():
     tree = DraftTree.chain(1, list(range(10, 25)), SPINE)  # 16 nodes
-    plain = AutoBudgetDrafter(FixedDrafter(tree), _dip_at_12(), decay=1.0)
-    learning = AutoBudgetDrafter(FixedDrafter(tree), _dip_at_12(), decay=1.0, in_run_cost=True)
+    plain = AutoBudget(_dip_at_12(), decay=1.0)
+    learning = AutoBudget(_dip_at_12(), decay=1.0, in_run_cost=True)
     keys = plain.acceptance.keys(tree)
     assert plain.choose(tree, keys) == learning.choose(tree, keys) == 12  # the dip wins at first
     for _ in range(50):  # sizes 1, 6 and 11 cost what the curve says; 12 what its neighbours do, 1.22 s
@@ -88,39 +89,40 @@ def test_a_size_that_only_looked_cheap_stops_being_chosen():
 
 def test_the_correction_is_carried_across_prompts_and_recorded():
     tree = DraftTree.chain(1, list(range(10, 25)), SPINE)
-    drafter = AutoBudgetDrafter(FixedDrafter(tree), _dip_at_12(), decay=1.0, in_run_cost=True)
-    drafter.begin([1, 2], torch.zeros(2, 4))
-    drafter.observe_cost(12, 1.17)
-    drafter.end()
+    sizer = AutoBudget(_dip_at_12(), decay=1.0, in_run_cost=True)
+    sizer.begin(FixedDrafter(tree))
+    sizer.observe_cost(12, 1.17)
+    stats = sizer.end()
     e = 1.17 / 0.9 - 1.0
-    assert drafter.stats["auto_cost_drift"] == pytest.approx(e / 6, abs=1e-4)
-    assert drafter.stats["auto_cost_correction"] == {"12": pytest.approx((e + 5 * e / 6) / 6, abs=1e-4)}
-    state = drafter.run_state()
-    fresh = AutoBudgetDrafter(FixedDrafter(tree), _dip_at_12(), decay=1.0, in_run_cost=True)
+    assert stats["auto_cost_drift"] == pytest.approx(e / 6, abs=1e-4)
+    assert stats["auto_cost_correction"] == {"12": pytest.approx((e + 5 * e / 6) / 6, abs=1e-4)}
+    state = sizer.run_state()
+    fresh = AutoBudget(_dip_at_12(), decay=1.0, in_run_cost=True)
     fresh.restore_run_state(state)
-    assert fresh._latencies(16).tolist() == drafter._latencies(16).tolist()
+    assert fresh._latencies(16).tolist() == sizer._latencies(16).tolist()
 
 
-class CostRecorder(ARDrafter):
+class CostRecorder(TreeSizer):
     def __init__(self) -> None:
-        super().__init__()
         self.costs: list[tuple[int, float]] = []
 
-    def observe_cost(self, nodes: int, seconds: float) -> None:
-        self.costs.append((nodes, seconds))
+    def observe(self, tree, outcome, seconds: float) -> None:
+        self.costs.append((len(tree), seconds))
 
 
-def test_the_engine_reports_every_steps_size_and_time():
-    engine = VerificationEngine(tiny_model("llama", seed=3), eos_token_ids=())
-    drafter = CostRecorder()
-    gen = generate(engine, drafter, [3, 4, 5, 6], 9)
-    assert [n for n, _ in drafter.costs] == [1] * (gen.forward_calls - 1)  # every step but the prefill
-    assert all(s > 0 for _, s in drafter.costs)
-    assert Drafter().observe_cost(5, 1.0) is None  # a drafter ignores it by default
+def test_the_loop_reports_every_steps_size_and_time_to_the_sizer():
+    engine = verification_engine(tiny_model("llama", seed=3), eos_token_ids=())
+    sizer = CostRecorder()
+    gen = generate(engine, ARDrafter(), [3, 4, 5, 6], 9, sizer=sizer)
+    assert [n for n, _ in sizer.costs] == [1] * (gen.forward_calls - 1)  # every step but the prefill
+    assert all(s > 0 for _, s in sizer.costs)
+    assert not Drafter.sizes_itself and Drafter().use_latency(lambda n: 1.0) is None  # declared defaults
 
 
 class SelfSizing(FixedDrafter):
     """A drafter that sizes its own tree (as hw_tree and STAND do): records what the latency says."""
+
+    sizes_itself = True
 
     def __init__(self, tree: DraftTree) -> None:
         super().__init__(tree)
@@ -137,14 +139,25 @@ class SelfSizing(FixedDrafter):
 def test_a_self_sizing_drafter_sees_each_steps_corrected_curve_computed_once(monkeypatch):
     tree = DraftTree.chain(1, list(range(10, 15)), SPINE)
     inner = SelfSizing(tree)
-    auto = AutoBudgetDrafter(inner, _dip_at_12(), decay=1.0, in_run_cost=True)
+    auto = AutoBudget(_dip_at_12(), decay=1.0, in_run_cost=True)
     calls = []
     latencies = auto._latencies
     monkeypatch.setattr(auto, "_latencies", lambda n: calls.append(n) or latencies(n))
-    auto.begin([1], torch.zeros(1, 32))
-    auto.propose([1])
+    auto.begin(inner)
+    inner.begin([1], torch.zeros(1, 32))
+    sized_step(auto, inner, [1])
     assert inner.seen[0] == pytest.approx(latencies(16).tolist()) and len(calls) == 1  # once a step
     auto.observe_cost(12, 1.8)  # size 12 took twice its calibrated 0.9 s
     assert inner.seen[0][11] == pytest.approx(0.9)  # a step's curve stays what it was sized on
-    auto.propose([1])
+    sized_step(auto, inner, [1])
     assert inner.seen[1][11] > 0.9 and inner.seen[1] == pytest.approx(latencies(16).tolist())
+
+
+def test_a_drafter_that_sizes_itself_is_never_cut():
+    tree = DraftTree.chain(1, list(range(10, 15)), SPINE)
+    # t(n) = n: only b = 1 pays, so a tree the sizer may cut is cut to the anchor
+    for drafter, size in ((SelfSizing(tree), len(tree)), (FixedDrafter(tree), 1)):
+        sizer = AutoBudget(STEEP)
+        sizer.begin(drafter)
+        drafter.begin([1], torch.zeros(1, 32))
+        assert len(sized_step(sizer, drafter, [1])) == size

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
-from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from goose.engine.forward.packed_linear import (
     EMULATED_BF16_MAX_ROWS,
     PackedLinear,
@@ -93,7 +93,7 @@ def test_bf16_engine_with_fp32_compute_decodes_like_the_plain_lean_forward(arch,
 
     monkeypatch.setattr(pl, "native_bf16", lambda: False)
     model = tiny_model(arch, seed=5, dtype=torch.bfloat16)
-    engine = VerificationEngine(model, eos_token_ids=(), prepack=True)
+    engine = verification_engine(model, eos_token_ids=(), prepack=True)
     assert engine.forward_name == "lean+prepack"
     layer = engine.lean.layers[0]
     linears = [engine.lean.lm_head, layer.qkv_proj, layer.o_proj, layer.gate_up_proj, layer.down_proj]
@@ -101,7 +101,7 @@ def test_bf16_engine_with_fp32_compute_decodes_like_the_plain_lean_forward(arch,
     assert len(linears) == 5 and all(lin.fp32_compute for lin in linears)
     prompt = list(range(3, 19))
     a = generate(engine, ARDrafter(), prompt, max_new_tokens=12)
-    plain = VerificationEngine(model, eos_token_ids=(), prepack=False)
+    plain = verification_engine(model, eos_token_ids=(), prepack=False)
     b = generate(plain, ARDrafter(), prompt, max_new_tokens=12)
     assert a.output_ids == b.output_ids  # one-row steps take F.linear on the bf16 weights either way
     wide = engine.prefill(prompt).float()  # 16 rows: the fp32-compute products
@@ -129,10 +129,10 @@ def test_a_pack_that_disagrees_with_f_linear_is_refused(monkeypatch):
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_prepacked_engine_decodes_like_the_plain_lean_forward(arch):
     model = tiny_model(arch, seed=4)
-    packed = VerificationEngine(model, eos_token_ids=(), prepack=True)
-    plain = VerificationEngine(model, eos_token_ids=(), prepack=False)
+    packed = verification_engine(model, eos_token_ids=(), prepack=True)
+    plain = verification_engine(model, eos_token_ids=(), prepack=False)
     assert packed.forward_name == "lean+prepack" and plain.forward_name == "lean"
-    assert VerificationEngine(model, eos_token_ids=(), lean=False).forward_name == "transformers"
+    assert verification_engine(model, eos_token_ids=(), lean=False).forward_name == "transformers"
     prompt = list(range(3, 19))
     assert torch.allclose(packed.prefill(prompt), plain.prefill(prompt), atol=1e-4)
     a = generate(packed, ARDrafter(), prompt, max_new_tokens=16)
@@ -143,6 +143,6 @@ def test_prepacked_engine_decodes_like_the_plain_lean_forward(arch):
 def test_prepack_required_where_it_cannot_run_is_a_clear_error():
     model = tiny_model("llama", dtype=torch.float16)
     with pytest.raises(ValueError, match="prepack=true: dtype torch.float16"):
-        VerificationEngine(model, eos_token_ids=(), prepack=True)
-    auto = VerificationEngine(model, eos_token_ids=())  # auto falls back to the plain lean forward
+        verification_engine(model, eos_token_ids=(), prepack=True)
+    auto = verification_engine(model, eos_token_ids=())  # auto falls back to the plain lean forward
     assert auto.forward_name == "lean"

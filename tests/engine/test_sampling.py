@@ -12,14 +12,9 @@ from scipy.stats import chi2
 
 import goose.engine.core.verify.inputs as inputs_module
 from baselines.stand import gumbel_order
-from goose.engine.core.sampling import (
-    RejectionInputs,
-    SamplingParams,
-    TargetNoise,
-    derive_seed,
-    rejection_walk,
-    warp_scores,
-)
+from goose.engine.core.sampling import SamplingParams, TargetNoise, derive_seed, warp_scores
+from goose.engine.core.verify.inputs import RejectionInputs
+from goose.engine.core.verify.rrs import rejection_walk
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sampling import SamplingParams, warp_scores
 from goose.engine.core.tree import BRANCH, DraftTree
 from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from tests.conftest import method_config
 from tests.tiny_models import tiny_model
 from tests.toy_harness import one_thread  # noqa: F401  (fixture: one intra-op thread)
@@ -53,7 +54,7 @@ METHODS = {
 
 @pytest.fixture(scope="module")
 def engine() -> VerificationEngine:
-    return VerificationEngine(tiny_model("llama", seed=0, vocab=VOCAB), eos_token_ids=(), context_length=64)
+    return verification_engine(tiny_model("llama", seed=0, vocab=VOCAB), eos_token_ids=(), context_length=64)
 
 
 def exact_distribution(model: torch.nn.Module, params: SamplingParams) -> dict[tuple[int, ...], float]:

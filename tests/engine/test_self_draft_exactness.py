@@ -19,6 +19,7 @@ from baselines.self_draft.search import sample_index, truncated_proposals
 from goose.engine.core.decode import generate
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from tests.baselines.self_draft_models import deep_tiny_model
 from tests.engine.test_sampling_exactness import (
     ALPHA,
@@ -62,7 +63,7 @@ COMMON = dict(top_k=3, skip_attention=[1], skip_mlp=[2])
 @pytest.fixture(scope="module")
 def engine() -> VerificationEngine:
     model = deep_tiny_model("llama", layers=4, seed=0, vocab=VOCAB)
-    return VerificationEngine(model, eos_token_ids=(), context_length=64)
+    return verification_engine(model, eos_token_ids=(), context_length=64)
 
 
 class UntruncatedDraws(SelfDraftDrafter):

@@ -17,13 +17,14 @@ from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter
 from goose.engine.core.tree import BRANCH, DraftTree
 from goose.engine.core.verifier import NonFiniteLogitsError, VerificationEngine
+from goose.engine.forward.choose import verification_engine
 from goose.engine.forward.static_step import BUCKETS, MIN_ROWS, SPAN, StaticStep
 from tests.engine.test_engine import greedy_continuation, path_tokens, random_tree, sequential_logits
 from tests.tiny_models import ARCHS, VOCAB, tiny_model
 
 
 def static_engine(model, context_length: int = 256, min_rows: int = MIN_ROWS) -> VerificationEngine:
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=context_length)
+    engine = verification_engine(model, eos_token_ids=(), context_length=context_length)
     engine.static = StaticStep(engine, capture=False, min_rows=min_rows)
     return engine
 
@@ -46,7 +47,7 @@ def test_a_padded_static_step_gives_every_node_the_sequential_logits(arch):
         assert torch.allclose(outcome.logits[node], ref, atol=1e-4), f"node {node}"
     assert outcome.new_tokens[:3] == good and outcome.accepted_nodes[1] == 2  # a gathered path
     committed = prefix + [anchor] + [tree.tokens[i] for i in outcome.accepted_nodes[1:]]
-    ref_engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    ref_engine = verification_engine(model, eos_token_ids=(), context_length=256)
     ref_engine.prefill(prefix)
     for tok in committed[len(prefix) :]:
         ref_engine.verify(DraftTree.single(tok), budget=100)
@@ -113,7 +114,7 @@ def test_decoding_through_static_steps_equals_ar_across_buckets_spans_and_a_real
     context = 1400
     model.config.max_position_embeddings = context
     prompt = [random.Random(7).randrange(VOCAB) for _ in range(500)]
-    eager = VerificationEngine(model, eos_token_ids=(), context_length=context)
+    eager = verification_engine(model, eos_token_ids=(), context_length=context)
     reference = generate(eager, ARDrafter(), prompt, max_new_tokens=40).output_ids
     engine = static_engine(model, context_length=context, min_rows=0)  # so that the cache grows
     assert generate(engine, ARDrafter(), prompt[:20], max_new_tokens=5).output_ids == greedy_continuation(
@@ -157,7 +158,7 @@ def test_the_warm_up_captures_every_slot_and_a_prompt_then_only_replays():
     from goose.harness.runner import warm_up
 
     model = tiny_model("qwen3", seed=3)
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    engine = verification_engine(model, eos_token_ids=(), context_length=256)
     engine.static = EagerGraphs(engine)
     warm_up(engine, list(range(5, 40)))  # a prefill, a small tree, then capture_all
     capacity = engine.cache.capacity
@@ -165,7 +166,7 @@ def test_the_warm_up_captures_every_slot_and_a_prompt_then_only_replays():
     captured = engine.static.captures
     assert captured == len(spans) * len(BUCKETS) and len(spans) == 2
     prompt = [random.Random(4).randrange(VOCAB) for _ in range(150)]
-    reference = generate(VerificationEngine(model, eos_token_ids=()), ARDrafter(), prompt, 40).output_ids
+    reference = generate(verification_engine(model, eos_token_ids=()), ARDrafter(), prompt, 40).output_ids
     drafter = RandomTreeDrafter(reference=tuple(reference), sizes=(1, 3, 7, 12, 40, 100), prompt_len=150)
     gen = generate(engine, drafter, prompt, max_new_tokens=40)
     assert gen.output_ids == reference
@@ -177,7 +178,7 @@ def test_a_non_finite_step_leaves_no_nan_rows_for_the_next_prompt():
     """Static steps attend over rows past the prefix (masked), and a mask cannot hide a NaN: after
     a step that wrote NaN keys and values and raised, the next prompt must decode as AR does."""
     model = tiny_model("llama", seed=3)
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256, prepack=False)
+    engine = verification_engine(model, eos_token_ids=(), context_length=256, prepack=False)
     engine.static = StaticStep(engine, capture=False)
     prompt = list(range(5, 25))
     output = generate(engine, ARDrafter(), prompt, max_new_tokens=8).output_ids
@@ -201,18 +202,18 @@ def test_a_non_finite_step_leaves_no_nan_rows_for_the_next_prompt():
 def test_cuda_graphs_are_refused_without_cuda_and_beside_compile():
     model = tiny_model("llama")
     with pytest.raises(ValueError, match="cuda_graphs needs a CUDA device; the engine runs on cpu"):
-        VerificationEngine(model, eos_token_ids=(), cuda_graphs=True)
+        verification_engine(model, eos_token_ids=(), cuda_graphs=True)
     with pytest.raises(ValueError, match="static steps need the lean forward"):
-        VerificationEngine(model, eos_token_ids=(), lean=False, cuda_graphs=True)
+        verification_engine(model, eos_token_ids=(), lean=False, cuda_graphs=True)
     with pytest.raises(ValueError, match="alternatives"):
-        VerificationEngine(model, eos_token_ids=(), compile_forward=True, cuda_graphs=True)
+        verification_engine(model, eos_token_ids=(), compile_forward=True, cuda_graphs=True)
 
 
 def test_a_run_with_cuda_graphs_on_a_cpu_stops_with_the_reason(monkeypatch):
     """`python run.py cuda_graphs=true` without CUDA: a UserError naming the device, before any
     prompt runs (the model here is a tiny random one standing in for the configured model)."""
     from goose.harness import compose as harness_compose
-    from goose.harness.models import LoadedModel
+    from goose.harness.models.load import LoadedModel
     from tests.harness.test_validation import compose_cfg
 
     model = tiny_model("llama")

@@ -20,6 +20,7 @@ from goose.engine.core.decode import generate
 from goose.engine.core.sampling import SamplingParams, warp_scores
 from goose.engine.core.verifier import VerificationEngine
 from goose.engine.core.verify.inputs import Dist, NoiseDecisions
+from goose.engine.forward.choose import verification_engine
 from tests.engine.test_sampling_exactness import ALPHA, chi_square_p_value
 from tests.tiny_models import tiny_model
 from tests.toy_harness import one_thread  # noqa: F401  (fixture: one intra-op thread)
@@ -81,7 +82,7 @@ class Counting(NoiseDecisions):
 
 @pytest.fixture(scope="module")
 def engine() -> VerificationEngine:
-    return VerificationEngine(tiny_model("llama", seed=0, vocab=VOCAB), eos_token_ids=(), context_length=64)
+    return verification_engine(tiny_model("llama", seed=0, vocab=VOCAB), eos_token_ids=(), context_length=64)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from goose.harness.benchmarks import BenchmarkSpec
+from goose.harness.benchmarks.spec import BenchmarkSpec
 from goose.harness.compose import CONF_DIR, effective_sizes
 from goose.records.results import config_hash
 

@@ -17,20 +17,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from goose.harness import benchmark_sources, job
 from goose.harness import compose as harness_compose
-from goose.harness.benchmarks import (
-    PAPER_BENCHMARKS,
-    BenchmarkError,
-    BenchmarkSpec,
-    Prompt,
-    bench_names,
-    bench_spec,
-    file_in_data_dir,
-    load_benchmark,
-    resolve_source,
-)
+from goose.harness import job
+from goose.harness.benchmarks import sources as benchmark_sources
+from goose.harness.benchmarks.load import load_benchmark
+from goose.harness.benchmarks.sources import file_in_data_dir, resolve_source
+from goose.harness.benchmarks.spec import BenchmarkError, BenchmarkSpec, Prompt, bench_names, bench_spec
 from goose.harness.compose import UserError, compose_config
+from goose.records.paper import PAPER_BENCHMARKS
 from tests.conftest import SHARED_DATA, require_shared
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,11 +181,14 @@ def test_the_paper_list_is_written_once() -> None:
         for p in ((ROOT / d).rglob("*.py") if (ROOT / d).is_dir() else [ROOT / d])
         if pattern.search(p.read_text(encoding="utf-8"))
     ]
-    assert hits == ["goose/harness/benchmark_spec.py"]
+    assert hits == ["goose/records/paper.py"]
 
 
 def test_benchmarks_module_is_torch_free() -> None:
-    code = "import sys, goose.harness.benchmarks; assert 'torch' not in sys.modules and 'datasets' not in sys.modules"
+    code = (
+        "import sys, goose.harness.benchmarks.load; "
+        "assert 'torch' not in sys.modules and 'datasets' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
@@ -334,7 +331,7 @@ def test_bad_bench_values_fail_before_anything_loads(monkeypatch, override, expe
     def must_not_load(*args, **kwargs):
         raise AssertionError("a model or benchmark was loaded for an invalid config")
 
-    monkeypatch.setattr(job, "load_engine", must_not_load)
+    monkeypatch.setattr(job, "engine_for", must_not_load)
     monkeypatch.setattr(harness_compose, "load_benchmark", must_not_load)
     with pytest.raises(Exception) as err:
         job.run_job(compose_config(["bench=mtbench", override], validate=False))

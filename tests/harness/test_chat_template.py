@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 
 from baselines.pld import PromptLookupDrafter
 from goose.engine.core.drafter import ARDrafter
-from goose.harness.benchmarks import BenchmarkError, bench_spec
+from goose.harness.benchmarks.spec import BenchmarkError, bench_spec
 from goose.harness.chat import (
     BASE_PROMPT_FORMATS,
     BaseFormat,
@@ -25,7 +25,8 @@ from goose.harness.chat import (
     encode_prompt,
 )
 from goose.harness.compose import UserError, compose_config
-from goose.harness.models import gguf_cache_dir, load_model, locate_gguf
+from goose.harness.models.gguf import gguf_cache_dir, locate_gguf
+from goose.harness.models.load import load_model
 from goose.harness.runner import Cell, run_cell
 from goose.records.results import cell_key, read_rows
 from tests.conftest import ROOT, SHARED_DATA, model_spec
@@ -124,7 +125,7 @@ def test_decision_on_the_shipped_configs(smollm2_tokenizer, no_template):
 
 
 def test_instruct_flags_of_the_models():
-    from goose.harness.models import ModelConfig
+    from goose.harness.models.load import ModelConfig
 
     default = ModelConfig.instruct  # a model YAML names only what differs from ModelConfig
     instruct = {
@@ -289,7 +290,7 @@ def test_a_formatted_run_is_a_cell_of_its_own_checked_against_its_own_ar(tmp_pat
 def test_bench_chat_template_auto_puts_gemmas_spec_bench_prompts_in_its_format():
     """`experiments.bench --chat-template auto` on the base Gemma-3-270M: Spec-Bench's prompts in its
     model.base_prompt_format, tokenized raw (its tokenizer has no chat template); raw under false."""
-    from experiments.bench import load_prompts
+    from experiments.bench.load import load_prompts
 
     tok = offline_tokenizer("gemma3-270m")
     auto = load_prompts(tok, "gemma3-270m", ["spec_bench"], 2, str(SHARED_DATA), "auto")

@@ -24,8 +24,8 @@ from baselines.pld import PromptLookupDrafter
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter
 from goose.engine.core.tree import BRANCH, DraftTree
-from goose.engine.core.verifier import VerificationEngine
-from goose.harness.benchmarks import Prompt
+from goose.engine.forward.choose import verification_engine
+from goose.harness.benchmarks.spec import Prompt
 from goose.harness.runner import run_cell
 from tests.conftest import ROOT
 from tests.tiny_models import VOCAB, sequential_greedy, tiny_config
@@ -85,7 +85,7 @@ def test_empty_and_untokenizable_prompts_are_failed_rows(tmp_path):
 
 def test_prompt_longer_than_the_window_fails_before_any_forward(tmp_path):
     model = small_window_model()
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     assert engine.context_length == WINDOW
     counter = ForwardCounter(model)
     long_prompt = Prompt("long", " ".join(str(i % VOCAB) for i in range(WINDOW + 16)))
@@ -161,7 +161,7 @@ class DeepChain(Drafter):
 
 def test_generation_that_fits_with_deep_trees():
     model = small_window_model(seed=1)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     prompt = list(range(3, 23))  # 20 tokens: 20 + 24 + 8 < WINDOW
     out = generate(engine, DeepChain(), prompt, max_new_tokens=24).output_ids
     assert out == sequential_greedy(model, prompt, 24)
@@ -169,7 +169,7 @@ def test_generation_that_fits_with_deep_trees():
 
 def test_tree_near_the_window_is_trimmed_to_fit():
     model = small_window_model(seed=1)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     prompt = list(range(3, 43))  # 40 tokens: the generation fits (40 + 24 = WINDOW), 8-deep trees do not
     expected = sequential_greedy(model, prompt, 24)
     assert generate(engine, ARDrafter(), prompt, max_new_tokens=24).output_ids == expected
@@ -179,7 +179,7 @@ def test_tree_near_the_window_is_trimmed_to_fit():
 @pytest.mark.parametrize("method", ["ar", "goose"])
 def test_generation_stops_at_the_window(method):
     model = small_window_model(seed=1)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     prompt = list(range(3, 43))
     gen = generate(engine, drafter(method) if method != "ar" else ARDrafter(), prompt, max_new_tokens=100)
     out = gen.output_ids
@@ -190,7 +190,7 @@ def test_generation_stops_at_the_window(method):
 
 def test_prompt_filling_the_whole_window_gives_one_token():
     model = small_window_model(seed=1)
-    engine = VerificationEngine(model, eos_token_ids=())
+    engine = verification_engine(model, eos_token_ids=())
     prompt = [3 + i % 50 for i in range(WINDOW)]
     gen = generate(engine, ARDrafter(), prompt, max_new_tokens=10)
     assert gen.output_ids == sequential_greedy(model, prompt, 1) and gen.stop == "context"

@@ -23,8 +23,8 @@ from hydra import compose, initialize_config_dir
 from hydra.types import RunMode
 from hydra.utils import instantiate
 
-from goose.harness.benchmarks import PAPER_BENCHMARKS
 from goose.harness.compose import effective_sizes
+from goose.records.paper import PAPER_BENCHMARKS
 from goose.records.results import config_hash
 from tests.conftest import ROOT
 from tests.harness.config_snapshot import preset_jobs, sweep_values

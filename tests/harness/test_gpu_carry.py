@@ -1,4 +1,4 @@
-"""experiments.gpu_carry: a compressed file split for two device calls joins and decompresses back
+"""experiments.gpu.carry: a compressed file split for two device calls joins and decompresses back
 bit for bit, a corrupted part is refused, and `unpack` waits for the missing part, then joins (no
 GPU, no network)."""
 
@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from experiments.gpu_carry import compress, join, part_sizes, sha256, split, unpack
+from experiments.gpu.carry import compress, join, part_sizes, sha256, split, unpack
 
 
 def test_a_split_file_joins_back_and_a_corrupted_part_is_refused(tmp_path):

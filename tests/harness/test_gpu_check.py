@@ -1,4 +1,4 @@
-"""experiments.gpu_check on a machine without CUDA: the same stages at toy sizes on the CPU, a
+"""experiments.gpu.check on a machine without CUDA: the same stages at toy sizes on the CPU, a
 record that says no GPU was found, and clear errors for a bad stage, shape or device."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ import statistics
 import pytest
 import torch
 
-from experiments import gpu_check
+from experiments.gpu import check, profile, summary, timing
+from experiments.gpu.projection import stage_projection
 
 
 def test_the_timing_projection_and_figure_stages_run_at_toy_sizes(tmp_path, capsys):
     out = tmp_path / "gpu"
-    rc = gpu_check.main(
+    rc = check.main(
         [
             "--device",
             "cpu",
@@ -56,12 +57,11 @@ def test_the_timing_projection_and_figure_stages_run_at_toy_sizes(tmp_path, caps
 def test_a_second_invocation_extends_the_record(tmp_path):
     out = tmp_path / "gpu"
     assert (
-        gpu_check.main(["--device", "cpu", "--stages", "timing", "--shapes", "toy-qwen3", "--out", str(out)])
-        == 0
+        check.main(["--device", "cpu", "--stages", "timing", "--shapes", "toy-qwen3", "--out", str(out)]) == 0
     )
     first = json.loads((out / "gpu_check.json").read_text())["stages"]["timing"]["toy-qwen3"]
     assert (
-        gpu_check.main(
+        check.main(
             ["--device", "cpu", "--stages", "timing,projection", "--shapes", "toy-llama", "--out", str(out)]
         )
         == 0
@@ -73,16 +73,16 @@ def test_a_second_invocation_extends_the_record(tmp_path):
 
 
 def test_bad_input_is_rejected_with_the_valid_choices(tmp_path, capsys):
-    assert gpu_check.main(["--stages", "timing,warp", "--out", str(tmp_path)]) == 2
+    assert check.main(["--stages", "timing,warp", "--out", str(tmp_path)]) == 2
     assert (
         "unknown stage(s) warp; valid stages are: tests, usedby, timing, lossless" in capsys.readouterr().err
     )
     with pytest.raises(ValueError, match="valid shapes are"):
-        gpu_check.main(
+        check.main(
             ["--device", "cpu", "--stages", "timing", "--shapes", "vicuna-70b", "--out", str(tmp_path)]
         )
     if not torch.cuda.is_available():
-        assert gpu_check.main(["--device", "cuda", "--out", str(tmp_path)]) == 2
+        assert check.main(["--device", "cuda", "--out", str(tmp_path)]) == 2
         assert "torch sees no CUDA device" in capsys.readouterr().err
 
 
@@ -90,12 +90,12 @@ def test_every_stage_runs_on_the_cpu(tmp_path):
     """`make gpu-check` without CUDA (~20 s, so CI runs it): device tests, SmolLM2 lossless (1
     prompt, fp32 + bf16), toy timing, projection, figures; fp32 identical to AR, no real mismatch."""
     out = tmp_path / "gpu"
-    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--work", str(tmp_path / "work")]) == 0
+    assert check.main(["--device", "cpu", "--out", str(out), "--work", str(tmp_path / "work")]) == 0
     record = json.loads((out / "gpu_check.json").read_text())
     assert record["stages"]["tests"]["failed"] == 0 and record["stages"]["tests"]["passed"] > 0
     fp32 = record["stages"]["lossless"]["float32"]["totals"]
     assert fp32["identical"] == fp32["prompts"] > 0
-    sampled = record["stages"]["lossless"][f"{gpu_check.SAMPLED}0.7"]["totals"]
+    sampled = record["stages"]["lossless"][f"{profile.SAMPLED}0.7"]["totals"]
     assert sampled["identical"] == sampled["prompts"] > 0  # deterministic drafters: AR's very sample
     used = record["stages"]["usedby"]
     assert used["returncode"] == 0 and used["random_weights"] is True and used["model"] == "vicuna-7b-random"
@@ -109,9 +109,9 @@ def test_every_stage_runs_on_the_cpu(tmp_path):
         in record["stages"]["projection"]["drafting_time_from"]
     )
     shards = tmp_path / "work" / "lossless" / "float32"
-    projection = gpu_check.stage_projection(record, "results/reference", drafting_rows=str(shards))
+    projection = stage_projection(record, "results/reference", drafting_rows=str(shards))
     assert "for ar, goose, pld;" in projection["drafting_time_from"], projection["drafting_time_from"]
-    empty = gpu_check.stage_projection(record, "results/reference", drafting_rows=str(tmp_path / "none"))
+    empty = stage_projection(record, "results/reference", drafting_rows=str(tmp_path / "none"))
     assert "no greedy lossless_stress rows" in empty["error"]
 
 
@@ -120,15 +120,15 @@ def test_a_graphed_ar_that_differs_from_eager_ar_fails_the_check():
     that AR with the eager fp32 AR: a difference in either fails `make gpu-check`."""
     totals = {"prompts": 5, "identical": 5, "near_tie": 0, "real": 0, "failed": 0}
     graphed = {"totals": totals, "ar_identical_to_eager": {"identical": 5, "prompts": 5}}
-    record = {"stages": {"lossless": {"float32": {"totals": totals}, gpu_check.GRAPHED_FP32: graphed}}}
-    assert gpu_check.failures(record) == []
+    record = {"stages": {"lossless": {"float32": {"totals": totals}, profile.GRAPHED_FP32: graphed}}}
+    assert summary.failures(record) == []
     graphed["ar_identical_to_eager"] = {"identical": 4, "prompts": 5}
-    assert gpu_check.failures(record) == [
+    assert summary.failures(record) == [
         "float32+graphs: AR through CUDA graphs differs from eager AR on 1 prompt(s)"
     ]
     graphed["ar_identical_to_eager"]["identical"] = 5
     graphed["totals"] = {**totals, "identical": 3}
-    assert gpu_check.failures(record) == ["float32+graphs: 2 output(s) differ from AR"]
+    assert summary.failures(record) == ["float32+graphs: 2 output(s) differ from AR"]
 
 
 def test_lossless_stress_passes_a_run_override_to_every_job_and_refuses_a_bad_one(tmp_path, capsys):
@@ -142,11 +142,11 @@ def test_lossless_stress_passes_a_run_override_to_every_job_and_refuses_a_bad_on
 def test_the_bandwidth_floor_counts_the_weights_a_step_reads_and_the_kv_cache():
     """Untied head: every weight but the input embedding; tied: all of them once; plus K and V of
     every layer at each KV length."""
-    from goose.harness.random_models import load_shape, random_model
+    from goose.harness.models.random_weights import load_shape, random_model
 
     spec = load_shape("toy-llama")
     model = random_model(spec, torch.float32, "cpu")
-    floor = gpu_check.bandwidth_floor(model, spec.config, (64,), bandwidth=1e9)
+    floor = timing.bandwidth_floor(model, spec.config, (64,), bandwidth=1e9)
     total = sum(p.numel() * 4 for p in model.parameters())
     embed = model.get_input_embeddings().weight.numel() * 4
     tied = spec.config.get("tie_word_embeddings", True)
@@ -164,14 +164,14 @@ def test_rows_of_a_lossless_run_cut_short_are_summarised_with_the_stage_header(t
     out, rows = tmp_path / "gpu", tmp_path / "rows"
     (rows / "float32").mkdir(parents=True)  # a run whose processes were stopped before any row
     args = ["--device", "cpu", "--stages", "lossless", "--lossless-rows", str(rows), "--jobs", "4"]
-    assert gpu_check.main([*args, "--out", str(out)]) == 0
+    assert check.main([*args, "--out", str(out)]) == 0
     lossless = json.loads((out / "gpu_check.json").read_text())["stages"]["lossless"]
     assert lossless["model"] == "smollm2-135m" and lossless["jobs"] == 4 and lossless["limit"] >= 1
     assert "no method row was written" in capsys.readouterr().out
 
 
 def test_jobs_below_one_is_refused(capsys):
-    assert gpu_check.main(["--device", "cpu", "--stages", "lossless", "--jobs", "0"]) == 2
+    assert check.main(["--device", "cpu", "--stages", "lossless", "--jobs", "0"]) == 2
     assert "--jobs 0: must be at least 1" in capsys.readouterr().err
 
 
@@ -180,4 +180,4 @@ def test_jobs_below_one_is_refused(capsys):
     [("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"), ("NVIDIA H200", "nvidia-h200"), ("  ", "cuda")],
 )
 def test_a_gpu_record_goes_to_a_folder_named_after_the_gpu(gpu, folder):
-    assert gpu_check.folder_name(gpu) == folder
+    assert profile.folder_name(gpu) == folder

@@ -142,7 +142,7 @@ def test_recorded_labels_agree_with_the_engine_on_the_verified_prefix():
     from baselines.hw_tree import HwTreeDrafter
     from experiments.gpu_cost_replay import PoolRecorder
     from goose.engine.core.decode import generate
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=3)
@@ -150,7 +150,7 @@ def test_recorded_labels_agree_with_the_engine_on_the_verified_prefix():
     hw.use_latency(lambda n: 1.0 + 0.05 * n)
     recorder = PoolRecorder(hw)
     gen = generate(
-        VerificationEngine(model, eos_token_ids=()), hw, [5, 6, 7, 8, 5, 6, 7, 8, 5, 6], 40, on_step=recorder
+        verification_engine(model, eos_token_ids=()), hw, [5, 6, 7, 8, 5, 6, 7, 8, 5, 6], 40, on_step=recorder
     )
     pools = recorder.labelled(gen.output_ids)
     assert len(pools) == len(gen.steps)

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from experiments import bench
+from experiments.bench import contenders, load
 from experiments.lossless_stress import compose_job
 from goose import api
+from goose.engine.core.sampling import SamplingParams
 from goose.sources.suffix_array import find_datastore
 from tests.conftest import ROOT
 
@@ -27,7 +28,7 @@ def resolved(cfg: Any) -> dict[str, Any]:
 
 # Each driver's way from (method, model) to what it runs: the drafter's config or the resolved method config.
 DRIVERS: dict[str, Callable[[str, str], dict[str, Any]]] = {
-    "experiments.bench": lambda method, model: bench.method_factory(method, model=model)().config(),
+    "experiments.bench": lambda method, model: load.method_factory(method, model=model)().config(),
     "experiments.lossless_stress": lambda method, model: resolved(
         compose_job(model, "humaneval", method, [])
     ),
@@ -37,7 +38,7 @@ DRIVERS: dict[str, Callable[[str, str], dict[str, Any]]] = {
 
 @pytest.mark.parametrize("model", MODELS)
 def test_rest_reads_the_datastore_of_the_benchmarked_model(model):
-    drafter = bench.method_factory("rest", model=model)()
+    drafter = load.method_factory("rest", model=model)()
     assert drafter.config()["datastore"] == f"mbpp_nontest.{model}"
     assert find_datastore(f"mbpp_nontest.{model}") is not None  # shipped for both offline models
 
@@ -55,14 +56,14 @@ def test_no_method_composed_for_a_model_mentions_another_model(driver, model):
 def test_bench_checks_contenders_with_the_benchmarked_model(monkeypatch):
     """--method-overrides are composed before the model loads, with the benchmarked model's values."""
     made: list[dict[str, Any]] = []
-    real = bench.method_factory
+    real = contenders.method_factory
 
     def spy(name, overrides=(), *, model):
         make = real(name, overrides, model=model)
         made.append(make().config())
         return make
 
-    monkeypatch.setattr(bench, "method_factory", spy)
+    monkeypatch.setattr(contenders, "method_factory", spy)
     overrides = {"rest": ["method.drafter.num_draft=8"]}
-    bench.check_contenders(["engine:rest"], bench.SamplingParams(0.0), overrides, model="gemma3-270m")
+    contenders.check_contenders(["engine:rest"], SamplingParams(0.0), overrides, model="gemma3-270m")
     assert [(c["datastore"], c["num_draft"]) for c in made] == [("mbpp_nontest.gemma3-270m", 8)]

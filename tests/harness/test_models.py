@@ -11,8 +11,10 @@ import torch
 from huggingface_hub import try_to_load_from_cache
 from omegaconf import OmegaConf
 
-from goose.harness import model_hub, models
-from goose.harness.models import ModelUnavailableError, load_model, parse_dtype, resolve_device
+from goose.harness.models import hub as model_hub
+from goose.harness.models.devices import ModelUnavailableError, parse_dtype, resolve_device
+from goose.harness.models.gguf import gguf_cache_dir, locate_gguf
+from goose.harness.models.load import ModelConfig, load_model
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "model"
 
@@ -23,7 +25,7 @@ def model_cfg(name: str) -> dict:
 
 def test_every_model_config_has_the_fields() -> None:
     for path in CONF.glob("*.yaml"):
-        cfg = models.ModelConfig(**model_cfg(path.stem))
+        cfg = ModelConfig(**model_cfg(path.stem))
         assert cfg.name == path.stem
         parse_dtype(cfg.dtype)
 
@@ -61,7 +63,7 @@ def test_hub_model_offline_fails_fast(how: str, monkeypatch: pytest.MonkeyPatch)
 
 def test_hub_reachable_times_out_quickly() -> None:
     start = time.perf_counter()
-    assert not models.hub_reachable("https://10.255.255.1", timeout=0.5)  # not the Hub (or no route)
+    assert not model_hub.hub_reachable("https://10.255.255.1", timeout=0.5)  # not the Hub (or no route)
     assert time.perf_counter() - start < 5
 
 
@@ -73,9 +75,7 @@ def test_smollm2_loads() -> None:
     assert lm.dtype == torch.float32 and lm.device == torch.device("cpu")
     assert lm.context_length == 8192
     assert not lm.model.training and not any(p.requires_grad for p in lm.model.parameters())
-    assert models.gguf_cache_dir(
-        cfg["name"], models.locate_gguf(cfg["gguf_package"], cfg["gguf_file"])
-    ).is_dir()
+    assert gguf_cache_dir(cfg["name"], locate_gguf(cfg["gguf_package"], cfg["gguf_file"])).is_dir()
 
 
 @pytest.mark.slow
@@ -102,15 +102,15 @@ def test_goose_gguf_dir_is_looked_at_first_and_ignored_when_it_lacks_the_file(tm
     """An offline box without the asset packages points GOOSE_GGUF_DIR at a folder of GGUF files."""
     (tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"GGUF")
     monkeypatch.setenv("GOOSE_GGUF_DIR", str(tmp_path))
-    assert models.locate_gguf("no_such_package", "SmolLM2-135M-Instruct.Q4_1.gguf") == (
+    assert locate_gguf("no_such_package", "SmolLM2-135M-Instruct.Q4_1.gguf") == (
         tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     )
-    with pytest.raises(models.ModelUnavailableError, match="'no_such_package' is not installed"):
-        models.locate_gguf("no_such_package", "other.gguf")
+    with pytest.raises(ModelUnavailableError, match="'no_such_package' is not installed"):
+        locate_gguf("no_such_package", "other.gguf")
 
 
 def test_every_model_file_lists_only_what_differs_from_model_config() -> None:
-    defaults = {f.name: f.default for f in dataclasses.fields(models.ModelConfig)}
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     for path in sorted(CONF.glob("*.yaml")):
         raw = OmegaConf.to_container(OmegaConf.load(path))
         assert set(raw) <= set(defaults), path.name

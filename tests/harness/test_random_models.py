@@ -1,4 +1,4 @@
-"""goose.harness.random_models: the paper's shapes built from conf/shape, with their parameter counts,
+"""goose.harness.models.random_weights: the paper's shapes built from conf/shape, with their parameter counts,
 and a clear error for an unknown shape."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from goose.engine.core.verifier import VerificationEngine
-from goose.harness.random_models import load_shape, random_model, shape_names
+from goose.engine.forward.choose import verification_engine
+from goose.harness.models.random_weights import load_shape, random_model, shape_names
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_an_unknown_shape_lists_the_valid_ones():
 @pytest.mark.parametrize("name", ["toy-llama", "toy-qwen3"])
 def test_a_toy_shape_builds_on_the_device_and_runs_the_lean_forward(name):
     model = random_model(load_shape(name), torch.float32, "cpu")
-    engine = VerificationEngine(model, eos_token_ids=(), context_length=256)
+    engine = verification_engine(model, eos_token_ids=(), context_length=256)
     assert engine.lean is not None
     logits = engine.prefill(list(range(10)))
     assert logits.shape == (10, 32000) and torch.isfinite(logits).all()
@@ -40,7 +40,7 @@ def test_a_toy_shape_builds_on_the_device_and_runs_the_lean_forward(name):
 def test_model_init_random_builds_the_shape_with_a_stand_in_tokenizer_and_says_so(smollm2, tmp_path):
     """model.init=random: the shape's weights at random, the vocabulary grown to the stand-in
     tokenizer's, and a provenance that every row carries (random_weights, a cell label of its own)."""
-    from goose.harness.models import load_model
+    from goose.harness.models.load import load_model
     from tests.conftest import model_spec
 
     smollm2[0].tokenizer.save_pretrained(tmp_path / "tok")

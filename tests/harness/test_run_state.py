@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from baselines.token_recycling import TokenRecyclingDrafter
-from goose.engine.budget.auto_budget import AutoBudgetDrafter
+from goose.engine.budget.auto_budget import AutoBudget
 from goose.engine.budget.cost_model import LatencyTable
+from goose.engine.core.sizing import Speculator
 from goose.harness.run_state import RunStateStore
 from goose.harness.runner import run_cell
 from goose.method.drafter import GooseDrafter
@@ -27,12 +28,13 @@ LATENCY = LatencyTable(sizes=[1, 8, 64], seconds=[1.0, 1.1, 2.0])
 MAKERS = {
     "tr": lambda: TokenRecyclingDrafter(),
     "goose_persistent": lambda: GooseDrafter(name="goose_persistent", persistent_table=True),
-    "tr_auto": lambda: AutoBudgetDrafter(TokenRecyclingDrafter(name="tr_auto"), LATENCY),
+    "tr_auto": lambda: Speculator(TokenRecyclingDrafter(name="tr_auto"), AutoBudget(LATENCY)),
 }
 
 
 def _run(engine, make, out: Path, prompts) -> list[dict]:
-    cell = cell_of(make().name, make(), MAX_NEW)
+    made = make()  # a drafter, or a drafter and its sizer
+    cell = cell_of(Speculator.of(made).drafter.name, made, MAX_NEW)
     run_cell(engine, ToyTokenizer(), prompts, cell, make, out / "toy.jsonl", log=lambda line: None)
     rows = [r for r in read_rows(out / "toy.jsonl") if r["method"] == cell.method]
     return sorted(rows, key=lambda r: int(r["prompt_id"][1:]))

@@ -207,16 +207,17 @@ def test_real_run_logs_offline(tmp_path):
 @pytest.mark.parametrize("mode,calls", [("disabled", 0), ("offline", 1)])
 def test_job_logs_unless_disabled(tmp_path, monkeypatch, mode, calls):
     """`wandb=disabled` never reaches goose.harness.tracking; otherwise the run is grouped by experiment."""
-    from omegaconf import OmegaConf
-
     import goose.harness.tracking
+    from goose.harness.compose import RunSettings, compose_config
     from goose.harness.job import _log_wandb
     from goose.harness.runner import Cell
 
     seen = []
     monkeypatch.setattr(goose.harness.tracking, "log_run", lambda **kw: seen.append(kw))
-    cfg = OmegaConf.create({"wandb": mode, "experiment": "exp1", "out_dir": str(tmp_path)})
-    _log_wandb(cfg, {"tau": 1.0}, [], Cell("m", "b", "goose", {}, 8, "float32"))
+    cfg = compose_config([f"wandb={mode}", f"out_dir={tmp_path}"])
+    cfg.experiment = "exp1"  # the key a preset of conf/experiment/ sets
+    tracking = RunSettings.from_config(cfg).tracking
+    _log_wandb(tracking, {"tau": 1.0}, [], Cell("m", "b", "goose", {}, 8, "float32"))
     assert len(seen) == calls
     if calls:
         assert seen[0]["group"] == "exp1" and seen[0]["name"] == "m/b/goose" and seen[0]["mode"] == mode

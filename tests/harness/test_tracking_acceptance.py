@@ -7,9 +7,9 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from omegaconf import OmegaConf
 
 from goose.harness import job, tracking
+from goose.harness.compose import Tracking
 from goose.harness.runner import Cell
 from goose.records.acceptance import acceptance_summary
 
@@ -88,8 +88,8 @@ def test_log_run_logs_acceptance_offline_without_wandb_account(monkeypatch, tmp_
 def test_log_wandb_passes_the_acceptance_record(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setattr(tracking, "log_run", lambda **kw: seen.update(kw))
-    cfg = OmegaConf.create({"wandb": "offline", "out_dir": str(tmp_path), "experiment": "x"})
+    tracking_on = Tracking(mode="offline", group="x", directory=tmp_path)
     summary = {"tau": 2.0, "speculation": acceptance_summary(ROWS)}
-    job._log_wandb(cfg, summary, [], Cell("m", "b", "goose", {}, 8, "float32"))
+    job._log_wandb(tracking_on, summary, [], Cell("m", "b", "goose", {}, 8, "float32"))
     assert "speculation" not in seen["summary"] and seen["acceptance"] is summary["speculation"]
-    job._log_wandb(OmegaConf.create({"wandb": "disabled"}), summary, [], Cell("m", "b", "g", {}, 8, "f"))
+    job._log_wandb(Tracking(mode="disabled"), summary, [], Cell("m", "b", "g", {}, 8, "f"))

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -85,15 +86,15 @@ def test_helpers_name_field_value_and_range():
         (PromptLookupDrafter, "ngram_sizes", [], "non-empty"),
         (TokenRecyclingDrafter, "k", 0, ">= 1"),
         (TokenRecyclingDrafter, "k", 4, "> 7, the largest rank the template uses"),
-        (lambda **kw: IsotropicDrafter(3, **kw), "budget", 1, ">= 2"),
-        (lambda **kw: IsotropicDrafter(3, **kw), "max_depth", 0, ">= 1"),
-        (lambda **kw: IsotropicDrafter(3, **kw), "k", 0, ">= 1"),
-        (lambda **kw: IsotropicDrafter(3, **kw), "min_score", 1.0, "[0.0, 1.0)"),
-        (lambda **kw: IsotropicDrafter(3, **kw), "use_bigram", "no", "true or false"),
+        (partial(IsotropicDrafter, branching=3), "budget", 1, ">= 2"),
+        (partial(IsotropicDrafter, branching=3), "max_depth", 0, ">= 1"),
+        (partial(IsotropicDrafter, branching=3), "k", 0, ">= 1"),
+        (partial(IsotropicDrafter, branching=3), "min_score", 1.0, "[0.0, 1.0)"),
+        (partial(IsotropicDrafter, branching=3), "use_bigram", "no", "true or false"),
         (IsotropicDrafter, "branching", 0, ">= 1"),
-        (lambda **kw: IsotropicGooseBudgetDrafter(5, **kw), "max_extended_chain", 10, ">= 20"),
-        (lambda **kw: IsotropicGooseBudgetDrafter(5, **kw), "long_match", 0, ">= 1"),
-        (lambda **kw: IsotropicGooseBudgetDrafter(5, **kw), "ngram_lengths", [3, 4], "longest first"),
+        (partial(IsotropicGooseBudgetDrafter, branching=5), "max_extended_chain", 10, ">= 20"),
+        (partial(IsotropicGooseBudgetDrafter, branching=5), "long_match", 0, ">= 1"),
+        (partial(IsotropicGooseBudgetDrafter, branching=5), "ngram_lengths", [3, 4], "longest first"),
         (Eagle2Drafter, "budget", 1, ">= 2"),
         (Eagle2Drafter, "budget", "abc", ">= 2"),
         (Eagle2Drafter, "topk", 0, ">= 1"),
@@ -125,7 +126,9 @@ def test_drafter_configs_are_unchanged_by_validation():
     """Validation must not change what a drafter logs (config_hash identifies result cells)."""
     assert PromptLookupDrafter().config() == {"ngram_sizes": [3, 2, 1], "num_draft": 10}
     assert TokenRecyclingDrafter().config()["k"] == 8
-    assert Eagle2Drafter().config()["budget"] == 60 and IsotropicDrafter(5).config()["branching"] == 5
+    assert (
+        Eagle2Drafter().config()["budget"] == 60 and IsotropicDrafter(branching=5).config()["branching"] == 5
+    )
 
 
 # ------------------------------------------------------------------ the job's hook, in process
@@ -179,11 +182,11 @@ def test_run_job_refuses_before_loading_anything(monkeypatch, overrides, expecte
     def must_not_load(*args, **kwargs):
         raise AssertionError("a model or benchmark was loaded for an invalid config")
 
-    monkeypatch.setattr(job, "load_engine", must_not_load)
+    monkeypatch.setattr(job, "engine_for", must_not_load)
     monkeypatch.setattr(harness_compose, "load_model", must_not_load)
     monkeypatch.setattr(harness_compose, "load_benchmark", must_not_load)
     cfg = compose_cfg(*overrides)
-    with pytest.raises(job.UserError) as err:
+    with pytest.raises(harness_compose.UserError) as err:
         job.run_job(cfg)
     msg = str(err.value)
     for part in expected:

@@ -68,13 +68,13 @@ MATCH_PROMPT = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 2, 3]  # suffix [1, 2,
 
 def test_compat_defaults_to_harness_and_is_not_logged():
     assert GooseConfig().compat == "harness" and rules_for("harness") is HARNESS
-    assert "compat" not in GooseDrafter().config() and "compat" not in IsotropicDrafter(3).config()
+    assert "compat" not in GooseDrafter().config() and "compat" not in IsotropicDrafter(branching=3).config()
     assert GooseDrafter(compat="authors").config()["compat"] == "authors"
-    assert IsotropicDrafter(5, compat="authors").config()["compat"] == "authors"
+    assert IsotropicDrafter(branching=5, compat="authors").config()["compat"] == "authors"
 
 
 @pytest.mark.parametrize(
-    "make", [lambda: GooseConfig(compat="official"), lambda: IsotropicDrafter(3, compat=1)]
+    "make", [lambda: GooseConfig(compat="official"), lambda: IsotropicDrafter(branching=3, compat=1)]
 )
 def test_invalid_compat_lists_the_valid_values(make):
     with pytest.raises(ValueError, match=r"compat = .*must be one of harness, authors"):
@@ -264,9 +264,9 @@ def test_authors_goose_builds_its_table_in_fp16():
 
 def test_authors_iso_routes_as_goose_with_b_eff():
     table = Table(list(range(20, 25)), [0.2] * 5)
-    harness = started(IsotropicDrafter(3), CONSENSUS_PROMPT[:-1], table)
+    harness = started(IsotropicDrafter(branching=3), CONSENSUS_PROMPT[:-1], table)
     assert len(harness.propose(CONSENSUS_PROMPT)) == 60 and harness.route == "tree"
-    authors = started(IsotropicDrafter(3, compat="authors"), CONSENSUS_PROMPT[:-1], table)
+    authors = started(IsotropicDrafter(branching=3, compat="authors"), CONSENSUS_PROMPT[:-1], table)
     tree = authors.propose(CONSENSUS_PROMPT)  # consensus: c = 1, B_eff = 100
     assert len(tree) == 100 and authors.route == "tree" and SPINE not in tree.sources
     authors.observe(tree, outcome(tree))
@@ -274,10 +274,10 @@ def test_authors_iso_routes_as_goose_with_b_eff():
 
 
 def test_authors_iso_verifies_the_match_as_a_chain_without_successors():
-    d = started(IsotropicDrafter(5, compat="authors"), MATCH_PROMPT[:-1], Table())
+    d = started(IsotropicDrafter(branching=5, compat="authors"), MATCH_PROMPT[:-1], Table())
     tree = d.propose(MATCH_PROMPT)
     assert d.route == "chain" and tree.tokens == [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 2, 3]
-    d = started(IsotropicDrafter(5), MATCH_PROMPT[:-1], Table())
+    d = started(IsotropicDrafter(branching=5), MATCH_PROMPT[:-1], Table())
     assert d.propose(MATCH_PROMPT).tokens == [3] and d.route == "ar"
 
 
@@ -299,14 +299,14 @@ class DeepChainFull(DeepChain):
 def test_decode_loop_verifies_the_full_tree_only_when_asked():
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model("llama", seed=0)
     prompt = [5, 6, 7, 8, 9]
-    ref = generate(VerificationEngine(model, eos_token_ids=(), context_length=128), ARDrafter(), prompt, 4)
+    ref = generate(verification_engine(model, eos_token_ids=(), context_length=128), ARDrafter(), prompt, 4)
     for drafter, first_size in ((DeepChain(), 3), (DeepChainFull(), 11)):  # 3 tokens still wanted
-        engine = VerificationEngine(model, eos_token_ids=(), context_length=128)
+        engine = verification_engine(model, eos_token_ids=(), context_length=128)
         gen = generate(engine, drafter, prompt, 4)
         assert gen.output_ids == ref.output_ids and gen.steps[0].tree_size == first_size
 
@@ -315,18 +315,18 @@ def test_decode_loop_verifies_the_full_tree_only_when_asked():
 def test_authors_generation_equals_greedy_ar_on_a_tiny_model(arch):
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model(arch, seed=0)
     prompt = [5, 6, 7, 8, 9, 10, 11] * 2 + [5, 6, 7, 20, 21, 22, 23, 24, 25]
-    ref = generate(VerificationEngine(model, eos_token_ids=(), context_length=256), ARDrafter(), prompt, 80)
+    ref = generate(verification_engine(model, eos_token_ids=(), context_length=256), ARDrafter(), prompt, 80)
     for drafter in (
         GooseDrafter(compat="authors"),
         GooseDrafter(compat="authors", rho=0.0),
-        IsotropicDrafter(3, compat="authors"),
+        IsotropicDrafter(branching=3, compat="authors"),
     ):
-        engine = VerificationEngine(model, eos_token_ids=(), context_length=256, lean=False)
+        engine = verification_engine(model, eos_token_ids=(), context_length=256, lean=False)
         gen = generate(engine, drafter, prompt, 80)
         assert gen.output_ids == ref.output_ids, drafter.name
         assert gen.forward_calls < ref.forward_calls

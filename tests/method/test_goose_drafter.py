@@ -334,15 +334,15 @@ def test_iso_beff_budget_follows_confidence():
 def test_goose_generation_equals_greedy_ar_on_a_tiny_model(arch):
     from goose.engine.core.decode import generate
     from goose.engine.core.drafter import ARDrafter
-    from goose.engine.core.verifier import VerificationEngine
+    from goose.engine.forward.choose import verification_engine
     from tests.tiny_models import tiny_model
 
     model = tiny_model(arch, seed=0)
     prompt = [5, 6, 7, 8, 9, 10, 11] * 2 + [5, 6, 7, 20, 21, 22, 23, 24, 25]
-    ref = generate(VerificationEngine(model, eos_token_ids=(), context_length=256), ARDrafter(), prompt, 80)
+    ref = generate(verification_engine(model, eos_token_ids=(), context_length=256), ARDrafter(), prompt, 80)
     goose = GooseDrafter()
-    for drafter in (goose, GooseDrafter(rho=0.0, use_bigram=False), IsotropicGooseBudgetDrafter(3)):
-        gen = generate(VerificationEngine(model, eos_token_ids=(), context_length=256), drafter, prompt, 80)
+    for drafter in (goose, GooseDrafter(rho=0.0, use_bigram=False), IsotropicGooseBudgetDrafter(branching=3)):
+        gen = generate(verification_engine(model, eos_token_ids=(), context_length=256), drafter, prompt, 80)
         assert gen.output_ids == ref.output_ids, drafter.name
         assert gen.forward_calls < ref.forward_calls
         if drafter is goose:

@@ -11,10 +11,12 @@ import pytest
 from goose.records.migrate import migrate_file
 from goose.records.results import append_row, cell_key, read_rows
 from goose.records.row import (
+    ABSENT,
     CELL_FIELDS,
     SCHEMA_VERSION,
     V0_DEFAULTS,
     ResultRow,
+    RowError,
     field_names,
     migrate_row,
     unknown_fields,
@@ -114,3 +116,39 @@ def test_a_row_from_before_prompt_format_keys_as_none():
     before = {k: v for k, v in current.items() if k != "prompt_format"}
     assert migrate_row(before) is before and cell_key(before) == cell_key(current)
     assert cell_key(before) != cell_key({**current, "prompt_format": "Q: {prompt}\nA:"})
+
+
+def _typed_row(**fields) -> ResultRow:
+    row = ResultRow.from_dict({**migrate_row(OLD), "wall_time_s": 0.5, "tokens_per_s": 4.0})
+    row.fill({"generated_tokens": 2, "lossless": True, "sample_idx": None, **fields})
+    return row
+
+
+def test_a_typed_row_is_checked_when_written(tmp_path):
+    f = tmp_path / "r.jsonl"
+    append_row(f, _typed_row())
+    assert read_rows(f)[0]["generated_tokens"] == 2
+    with pytest.raises(RowError, match="'max_new_tokens' = '8' \\(str\\) is not int"):
+        append_row(f, _typed_row(max_new_tokens="8"))
+    with pytest.raises(RowError, match="'generated_tokens' = True \\(bool\\) is not int"):
+        append_row(f, _typed_row(generated_tokens=True))
+    missing = _typed_row()
+    missing.output_ids = ABSENT
+    with pytest.raises(RowError, match="'output_ids' is missing \\(a row of status 'ok' has it\\)"):
+        append_row(f, missing)
+    failed = _typed_row(status="failed")
+    with pytest.raises(RowError, match="'error' is missing"):
+        append_row(f, failed)
+    failed.error = "ValueError: x"
+    append_row(f, failed)
+    assert [r["status"] for r in read_rows(f)] == ["ok", "failed"]  # nothing of the refused rows written
+
+
+def test_a_row_is_filled_by_name_and_reads_like_a_dict():
+    row = _typed_row(tau=1.5)
+    assert row.get("tau") == 1.5 and row.get("degenerate") is None and row.get("nosuch", 0) == 0
+    with pytest.raises(RowError, match="no field 'tua'"):
+        row.fill({"tua": 1.0})
+    row.fill({"budget_extra": 1}, strict=False)
+    assert row.extra == {"budget_extra": 1} and list(row.to_dict())[-1] == "budget_extra"
+    assert row.get("budget_extra") == 1

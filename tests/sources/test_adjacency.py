@@ -273,7 +273,7 @@ def test_token_recycling_table_persists_across_prompts() -> None:
 def test_isotropic_table_is_fresh_per_prompt() -> None:
     from baselines.isotropic import IsotropicDrafter
 
-    drafter = IsotropicDrafter(3)
+    drafter = IsotropicDrafter(branching=3)
     drafter.begin([1, 2], logits_from([{5: 1.0}, {6: 1.0}]))
     assert drafter.table.successors(1)[0][0] == 5  # prefill harvest
     drafter.end()

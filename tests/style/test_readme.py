@@ -29,3 +29,13 @@ def test_the_readme_results_block_is_the_generated_one():
 
 def test_results_readme_is_the_generated_index():
     assert (ROOT / "results" / "README.md").read_text() == (ROOT / "figures" / "results_index.md").read_text()
+
+
+def test_the_extending_guide_shows_the_real_pld_drafter():
+    """docs/extending.md's whole-drafter example is baselines/pld.py's config class and drafter, verbatim,
+    and its YAML is conf/method/pld.yaml."""
+    guide = (ROOT / "docs" / "extending.md").read_text()
+    code = guide.split("```python\n", 1)[1].split("```", 1)[0]
+    assert code.startswith("@dataclass(frozen=True)\nclass PldConfig(DrafterConfig):")
+    assert code in (ROOT / "baselines" / "pld.py").read_text()
+    assert (ROOT / "conf" / "method" / "pld.yaml").read_text() in guide

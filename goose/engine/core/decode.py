@@ -1,8 +1,10 @@
 """The decode loop: one prompt, one drafter, one engine; records what every step did.
 
 τ = generated tokens / target forward calls, the prefill counted as one call (docs/paper.md, Definitions).
-Wall time starts before the prefill and before `drafter.begin`. A step's time splits into draft, forward (up
-to the host sync), walk (walk, stop rules, compaction) and update.
+Between `propose` and `verify` the run's `TreeSizer` sizes the tree (budget=fixed: as proposed; budget=auto:
+goose.engine.budget.auto_budget). Wall time starts before the prefill and before `drafter.begin`. A step's
+time splits into draft (propose and sizing), forward (up to the host sync), walk (walk, stop rules,
+compaction) and update (what the drafter and the sizer learn).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.sampling import GREEDY, SamplingParams
+from goose.engine.core.sizing import TreeSizer
 from goose.engine.core.tree import DRAFT_SOURCES, SOURCE_NAMES, DraftTree
 from goose.engine.core.verifier import VerificationEngine, sync_clock
 
@@ -149,10 +152,11 @@ def generate(
     on_step: StepCallback | None = None,
     sampling: SamplingParams | None = None,
     seed: int = 0,
+    sizer: TreeSizer | None = None,
 ) -> Generation:
     """Speculative generation of up to `max_new_tokens` tokens (stop at EOS, kept), greedy or sampled at
-    `sampling.temperature` > 0 with this sequence's `seed`. `on_step(tree, outcome, record)` runs inside the
-    prompt's wall time, so it must be cheap.
+    `sampling.temperature` > 0 with this sequence's `seed`, each tree sized by `sizer` (None: verified as
+    proposed). `on_step(tree, outcome, record)` runs inside the prompt's wall time, so it must be cheap.
     """
     device = engine.device
     if max_new_tokens <= 0:
@@ -160,6 +164,7 @@ def generate(
             output_ids=[], forward_calls=0, wall_time_s=0.0, prefill_s=0.0, stop="max_new_tokens"
         )
     sampling = sampling or GREEDY
+    sizer = TreeSizer() if sizer is None else sizer
     static = engine.static
     captures_before = (static.captures, static.capture_s) if static is not None else (0, 0.0)
     t_start = _clock(device)
@@ -173,8 +178,9 @@ def generate(
     )
     first = engine.first_token
     t_prefill = _clock(device)
-    if getattr(drafter, "needs_draft_forward", False):  # a self-draft: skipped forwards over this cache
+    if drafter.needs_draft_forward:  # a self-draft: skipped forwards over this cache
         drafter.use_draft_forward(DraftForward(engine))
+    sizer.begin(drafter)
     drafter.begin(list(prompt_ids), prefill_logits)
     del prefill_logits
     committed = [*prompt_ids, first]
@@ -196,12 +202,16 @@ def generate(
         # Cut a tree deeper than the window or the tokens still wanted (depth d commits at most d + 1 tokens);
         # a drafter that `verifies_full_tree` is cut to the window only.
         depth = room if drafter.verifies_full_tree else min(room, budget - 1)
-        tree = drafter.propose(committed).truncate_depth(depth)
+        sizer.start_step(committed)
+        proposed = drafter.propose(committed)
+        sized = sizer.size(proposed)
+        route = drafter.route if len(sized) > 1 or len(proposed) == 1 else "ar"  # cut to the anchor: AR
+        tree = sized.truncate_depth(depth)
         t1 = _clock(device)
         outcome = engine.verify(tree, budget=budget)
         t2 = _clock(device)
         drafter.observe(tree, outcome)
-        drafter.observe_cost(len(tree), t2 - t1)
+        sizer.observe(tree, outcome, t2 - t1)
         t3 = _clock(device)
         forward_calls += 1
         drafted = tree.sources[: tree.acceptable]  # node 0 is ROOT; nodes past accept_limit are no drafts
@@ -209,7 +219,7 @@ def generate(
         path_sources = [tree.sources[node] for node in outcome.accepted_nodes[1:]]
         accepted = {SOURCE_NAMES[s]: path_sources.count(s) for s in DRAFT_SOURCES}
         record = StepRecord(
-            route=drafter.route,
+            route=route,
             tree_size=len(tree),
             accepted_len=len(outcome.accepted_nodes) - 1,
             new_tokens=len(outcome.new_tokens),
@@ -229,6 +239,7 @@ def generate(
         output.extend(outcome.new_tokens)
         committed.extend(outcome.new_tokens)
     drafter.end()
+    sizer_stats = sizer.end()
     t_end = _clock(device)
     if stop == "max_new_tokens" and output[-1] in eos:
         stop = "eos"
@@ -242,5 +253,5 @@ def generate(
         wall_time_s=t_end - t_start,
         prefill_s=t_prefill - t_start,
         steps=steps,
-        drafter_stats=dict(drafter.stats),
+        drafter_stats={**drafter.stats, **sizer_stats},
     )

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from goose.engine.core.backend import SkipSet
 from goose.engine.core.masks import per_layer_kind
-from goose.engine.forward.lean_forward import SkipSet
 
 if TYPE_CHECKING:
     from goose.engine.core.verifier import VerificationEngine

@@ -2,13 +2,18 @@
 Hydra or W&B; the decode loop calls it in this order:
 
     drafter.set_sampling(sampling, seed)        once per prompt, before the prefill
+    drafter.use_draft_forward(draft_forward)    after the prefill, if needs_draft_forward
     drafter.begin(prompt_ids, prefill_logits)   after the prefill ([P, V] if needs_prefill_logits)
     loop: tree = drafter.propose(committed); outcome = engine.verify(tree); drafter.observe(tree, outcome)
     drafter.end()
+
+Between `propose` and `verify` the loop's `TreeSizer` (goose.engine.core.sizing) may cut the tree; what the
+drafter needs from the loop and the sizer it declares as class attributes, read as they are, never probed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -41,6 +46,11 @@ class Drafter:
     verifies_full_tree: ClassVar[bool] = False
     # True if the drafts are sampled from a proposal q (STAND): at T > 0 lossless in distribution only.
     samples_drafts: ClassVar[bool] = False
+    # True: drafts with the target's own forward, sub-layers skipped (a self-draft): `use_draft_forward`.
+    needs_draft_forward: ClassVar[bool] = False
+    # True: sizes its own tree while drafting (STAND, hw_tree, self-draft), so a sizer never cuts it (after
+    # sampled draws a cut would bias rejection sampling); budget=auto hands it t(n) through `use_latency`.
+    sizes_itself: ClassVar[bool] = False
     sampling: ClassVar[SamplingParams] = GREEDY
     sampling_seed: ClassVar[int] = 0
 
@@ -73,9 +83,13 @@ class Drafter:
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """Learn from the verification of `tree` (default: nothing)."""
 
-    def observe_cost(self, nodes: int, seconds: float) -> None:
-        """The engine's verification of that tree (`nodes` nodes) took `seconds`; read only by budget=auto's
-        in-run cost correction (goose.engine.budget.in_run_cost), never by a drafter (default: nothing)."""
+    def use_draft_forward(self, draft_forward: Any) -> None:
+        """The engine's skipped forward over this prompt's cache (a `DraftForward`), before `begin`; called
+        only if `needs_draft_forward` (default: nothing)."""
+
+    def use_latency(self, latency: Callable[[int], float]) -> None:
+        """t(n), the seconds of a step verifying n nodes, for a drafter that `sizes_itself` under budget=auto
+        (default: nothing)."""
 
     def end(self) -> None:
         """Called once per prompt when generation stops."""

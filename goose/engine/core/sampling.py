@@ -17,13 +17,6 @@ from dataclasses import dataclass
 
 import torch
 
-from goose.engine.core.verify.inputs import (  # noqa: F401  (re-exported: their import path before the split)
-    RejectionInputs,
-    candidate_sets,
-    rejection_tensors,
-    unpack_rejection,
-)
-from goose.engine.core.verify.rrs import rejection_walk  # noqa: F401
 from goose.engine.core.verify.rules import VERIFIERS
 from goose.validation import check_choice, check_float, check_int
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from goose.engine.core.backend import ForwardBackend, LeanForward, StaticSteps, has_forward_hooks
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.kv_cache import TreeKVCache
 from goose.engine.core.masks import MaskSpec, ar_mask, prefill_mask, tree_mask
@@ -22,10 +23,6 @@ from goose.engine.core.sampling import GREEDY, SamplingParams, TargetNoise, samp
 from goose.engine.core.tree import DraftTree, TreeInputs, tree_attention_inputs
 from goose.engine.core.verify.step import walk_proposals
 from goose.engine.core.walk import cut_at_stop, fast_argmax, greedy_walk
-from goose.engine.forward.compiled_forward import compile_lean
-from goose.engine.forward.lean import lean_decoder, lean_unsupported
-from goose.engine.forward.lean_forward import LeanDecoder, has_forward_hooks
-from goose.engine.forward.static_step import StaticStep
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
 TREE_SLACK = 128
@@ -54,13 +51,10 @@ class VerificationEngine:
         model: torch.nn.Module,
         eos_token_ids: Sequence[int],
         context_length: int | None = None,
-        lean: bool | None = None,
-        prepack: bool | None = None,
-        compile_forward: bool = False,
-        cuda_graphs: bool = False,
+        backend: ForwardBackend | None = None,
     ):
-        """lean: `LeanDecoder` (None = where supported); prepack: oneDNN-packed weights; compile_forward: the
-        steps' lean forward through `torch.compile` (off by default: compiling takes minutes).
+        """backend: the forward every step runs through (goose.engine.core.backend); None: the model's own.
+        goose.engine.forward.choose.verification_engine picks one from the config's settings.
         """
         self.model = model
         self.eos_token_ids = tuple(eos_token_ids)
@@ -78,6 +72,11 @@ class VerificationEngine:
         self.sliding_window: int | None = getattr(text_cfg, "sliding_window", None)
         self.mask_spec = MaskSpec(self.dtype, self.device, self.layer_types, self.sliding_window)
         self.cache: TreeKVCache | None = None
+        # The keyword the model's forward takes its KV cache by: transformers renamed past_key_values
+        # to cache (the old name warns, then goes); older releases know only the old one.
+        self._cache_kwarg = (
+            "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        )
         self.prefix_len = 0
         self.steps = 0
         self.first_token: int | None = None
@@ -86,22 +85,16 @@ class VerificationEngine:
         self.noise: TargetNoise | None = None
         self._positions = torch.zeros(1, 0, dtype=torch.long, device=self.device)
         self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
-        self.lean: LeanDecoder | None = None
-        if lean or (lean is None and lean_unsupported(model) is None):
-            self.lean = lean_decoder(model, prepack=prepack)
-        self.compiled = compile_forward
-        self._lean_forward = self.lean
-        if compile_forward:
-            if self.lean is None:
-                raise ValueError(
-                    f"compile_forward needs the lean forward: {lean_unsupported(model) or 'lean=False'}"
-                )
-            self._lean_forward = compile_lean(self.lean, self.device)
-        self.static: StaticStep | None = None
-        if cuda_graphs:
-            if compile_forward:
-                raise ValueError("compile_forward and cuda_graphs are alternatives: choose one")
-            self.static = StaticStep(self, capture=True)
+        self.lean: LeanForward | None = None
+        self._lean_forward: Callable[..., torch.Tensor] | None = None  # the steps' forward: lean or compiled
+        self.compiled = False
+        self.static: StaticSteps | None = None
+        if backend is not None:
+            self.lean = backend.lean
+            self.compiled = backend.compiled is not None
+            self._lean_forward = backend.lean if backend.compiled is None else backend.compiled
+            if backend.static_steps is not None:
+                self.static = backend.static_steps(self)
 
     @property
     def forward_name(self) -> str:
@@ -151,8 +144,8 @@ class VerificationEngine:
             input_ids=input_ids,
             position_ids=position_ids,
             attention_mask=mask,
-            past_key_values=self.cache,
             use_cache=True,
+            **{self._cache_kwarg: self.cache},
             **kwargs,
         )
         logits = out.logits[0, -1:] if last_only else out.logits[0]

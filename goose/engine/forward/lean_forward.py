@@ -6,31 +6,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from torch.nn.modules import module as nn_module
 
+from goose.engine.core.backend import NO_SKIP, SkipSet
 from goose.engine.forward.packed_linear import PackedLinear, PlainLinear, make_linear, prepack_unavailable
 
 if TYPE_CHECKING:
     from goose.engine.core.kv_cache import TreeKVCache
-
-
-class SkipSet(NamedTuple):
-    """Sub-layers a self-draft forward skips (identity on the residual stream): layer indices whose attention
-    block, and whose MLP block, are left out. A skipped attention block writes no keys or values."""
-
-    attention: frozenset[int] = frozenset()
-    mlp: frozenset[int] = frozenset()
-
-    def sublayers_run(self, num_layers: int) -> int:
-        """Attention and MLP blocks a forward with this skip set runs (a full forward runs 2 L)."""
-        return 2 * num_layers - len(self.attention) - len(self.mlp)
-
-
-NO_SKIP = SkipSet()
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -95,18 +80,6 @@ def attend(
         enable_gqa=h != k.shape[1],
     )
     return o.transpose(1, 2).reshape(1, n, h * d)
-
-
-def has_forward_hooks(model: torch.nn.Module) -> bool:
-    """True if hooks on the model expect its forward to run; the engine then uses the `transformers` forward
-    so the hooks see every pass.
-    """
-    return bool(
-        model._forward_hooks
-        or model._forward_pre_hooks
-        or nn_module._global_forward_hooks
-        or nn_module._global_forward_pre_hooks
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from goose.engine.forward.lean_forward import NO_SKIP, LeanDecoder, SkipSet, attend
+from goose.engine.core.backend import NO_SKIP, SkipSet
+from goose.engine.forward.lean_forward import LeanDecoder, attend
 
 if TYPE_CHECKING:
     from goose.engine.core.kv_cache import TreeKVCache

@@ -46,10 +46,10 @@ class StepEngine(Protocol):
     def reserve(self, rows: int) -> None: ...
 
 
-def static_steps_unsupported(engine: StepEngine) -> str | None:
-    """Why `engine` cannot run static steps (None if it can): they need the lean forward, and its
-    cache in one buffer for every layer (one device, one shape)."""
-    if engine.lean is None:
+def static_steps_unsupported(lean: LeanDecoder | None) -> str | None:
+    """Why an engine with the lean forward `lean` cannot run static steps (None if it can): they need the
+    lean forward, and its cache in one buffer for every layer (one device, one shape)."""
+    if lean is None:
         return "static steps need the lean forward (Llama family, Qwen3, Gemma 3 on one device)"
     return None
 
@@ -90,7 +90,7 @@ class StaticStep:
 
     def __init__(self, engine: StepEngine, capture: bool | None = None, min_rows: int = MIN_ROWS) -> None:
         """capture: None = on CUDA; min_rows: cache rows reserved at least (0: what a sequence needs)."""
-        reason = static_steps_unsupported(engine)
+        reason = static_steps_unsupported(engine.lean)
         if reason:
             raise ValueError(f"cuda_graphs: {reason}")
         is_cuda = torch.device(engine.device).type == "cuda"

@@ -1,0 +1,90 @@
+"""How much of a proposed tree a step verifies: a service the decode loop calls between `drafter.propose`
+and `engine.verify`, beside the drafter rather than around it.
+
+The paper fixes the budget B, so the default `TreeSizer` verifies every tree as proposed (budget=fixed).
+budget=auto's policy (goose.engine.budget.auto_budget.AutoBudget) cuts each tree to the prefix of b nodes
+that maximises E[committed | b] / t(b), learning r from what it observes. A `Speculator` is what one run
+speculates with: a drafter and its sizer, whose config and cross-prompt state are both parts'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from goose.engine.core.drafter import Drafter, VerifyOutcome
+from goose.engine.core.tree import DraftTree
+
+
+class TreeSizer:
+    """Sizes each step's tree; this base verifies it whole (budget=fixed). The decode loop calls, per prompt:
+
+        sizer.begin(drafter)                       before drafter.begin
+        loop: sizer.start_step(committed); tree = sizer.size(drafter.propose(committed)); verify;
+              drafter.observe(tree, outcome); sizer.observe(tree, outcome, seconds)
+        stats = sizer.end()                        after drafter.end, merged into the row's drafter stats
+
+    A drafter that `sizes_itself` is never cut: a sizer may only hand it t(n) (`Drafter.use_latency`). A step
+    whose tree the sizer cut to the anchor is recorded as an AR step (route "ar").
+    """
+
+    # True: what it learns outlives a prompt and is checkpointed with the drafter's (`run_state`).
+    carries_run_state: ClassVar[bool] = False
+
+    def config(self) -> dict[str, Any]:
+        """The sizer's settings, logged beside the drafter's config in every result row (fixed: none)."""
+        return {}
+
+    def begin(self, drafter: Drafter) -> None:
+        """A prompt starts, to be drafted by `drafter` (called just before `drafter.begin`)."""
+
+    def start_step(self, committed: list[int]) -> None:
+        """A step starts, before `drafter.propose(committed)` (committed[-1] = the anchor)."""
+
+    def size(self, tree: DraftTree) -> DraftTree:
+        """The part of the proposed `tree` to verify: an ancestor-closed prefix (fixed: all of it)."""
+        return tree
+
+    def observe(self, tree: DraftTree, outcome: VerifyOutcome, seconds: float) -> None:
+        """The verified `tree` (after the loop's depth cut), its outcome and its verification's seconds."""
+
+    def end(self) -> dict[str, Any]:
+        """The prompt ends: the sizer's stats for its row (fixed: none)."""
+        return {}
+
+    def run_state(self) -> Any:
+        """A picklable snapshot of what is carried to the next prompt (None: nothing)."""
+        return None
+
+    def restore_run_state(self, state: Any) -> None:
+        """Continue from a `run_state()` snapshot (taken after the same earlier prompts)."""
+
+
+@dataclass
+class Speculator:
+    """A drafter and the policy that sizes its trees: what one cell runs, prompt after prompt."""
+
+    drafter: Drafter
+    sizer: TreeSizer = field(default_factory=TreeSizer)
+
+    @classmethod
+    def of(cls, what: Drafter | Speculator) -> Speculator:
+        """`what` itself, or a drafter with the fixed budget's sizer."""
+        return what if isinstance(what, Speculator) else cls(what)
+
+    @property
+    def carries_run_state(self) -> bool:
+        return self.drafter.carries_run_state or self.sizer.carries_run_state
+
+    def config(self) -> dict[str, Any]:
+        """The drafter's hyperparameters, then the sizer's settings (the cell's config)."""
+        return {**self.drafter.config(), **self.sizer.config()}
+
+    def run_state(self) -> dict[str, Any]:
+        return {"drafter": self.drafter.run_state(), "sizer": self.sizer.run_state()}
+
+    def restore_run_state(self, state: dict[str, Any]) -> None:
+        if state["drafter"] is not None:
+            self.drafter.restore_run_state(state["drafter"])
+        if state["sizer"] is not None:
+            self.sizer.restore_run_state(state["sizer"])
