@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from transformers import AutoModelForCausalLM
 
@@ -26,8 +25,8 @@ from goose.engine.core.drafter import ARDrafter, Drafter
 from goose.engine.core.tree import BRANCH, DraftTree
 from goose.engine.forward.choose import verification_engine
 from goose.harness.benchmarks.spec import Prompt
+from goose.harness.compose import compose_config
 from goose.harness.runner import run_cell
-from tests.conftest import ROOT
 from tests.tiny_models import VOCAB, sequential_greedy, tiny_config
 from tests.toy_harness import ToyTokenizer, cell_of, one_thread, tiny_engine, toy_prompts  # noqa: F401
 
@@ -36,8 +35,7 @@ METHODS = ("ar", "pld", "tr", "iso3", "iso5", "eagle2", "goose")
 
 
 def drafter(method: str) -> Drafter:
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose(config_name="config", overrides=[f"method={method}"])
+    cfg = compose_config([f"method={method}"], validate=False)
     return instantiate(cfg.method.drafter, _convert_="all")
 
 
