@@ -45,9 +45,9 @@ def hf_contender(model: Any, eos: list[int], method: str, **generate_kwargs: Any
         sample_seed, seed = _sequence_seed(setting.plan, setting.sampling, p.prompt_id)
         sample = {"prompt_id": p.prompt.prompt_id, "sample_seed": sample_seed}
         on_disk = {cell_key(r): r for r in read_rows(path) if r.get("status") == "ok"}
-        if (key := cell_key({**cell.row_base(), **sample})) in on_disk:
+        if (key := cell.key(p.prompt.prompt_id, sample_seed)) in on_disk:
             return on_disk[key]
-        ar_key = cell_key({**setting.cell(p, "ar", {}).row_base(), **sample})
+        ar_key = setting.cell(p, "ar", {}).key(p.prompt.prompt_id, sample_seed)
         reference = on_disk.get(ar_key) or setting.references.get(ar_key)
         sampling = setting.sampling
         kwargs = dict(generate_kwargs)
