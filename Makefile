@@ -32,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-all lint figures bench bench-sampling bench-verifiers delayed-grid cost-curve gpu-check gpu-carry reference clean-scratch pack-results
+.PHONY: install assets test test-all lint figures bench heldout bench-sampling bench-verifiers delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -58,6 +58,25 @@ figures:  ## every figure and table of the paper from what is in $(RESULTS)
 bench:  ## wall-clock, side by side in one process, through the runner: engine AR / the methods (budget=auto) / transformers generate
 	$(PYTHON) -m experiments.bench --model $(BENCH_MODEL) --threads $(THREADS) --dtype $(BENCH_DTYPE) \
 		--methods $(BENCH_METHODS) --hf $(BENCH_HF) $(BENCH_ARGS) --out $(BENCH_OUT)
+
+# make heldout: the held-out protocol (issue 56; experiments/heldout/): for each model, Spec-Bench's question
+# categories in the chat template (3 of each, 3 interleaved repeats, one process, as make bench) and short
+# fresh-process runs (HumanEval, GSM8K, MT-Bench: each contender its own `run.py` process, 6 prompts, 3
+# rotated rounds), 128 tokens, rows into $(HELDOUT_ROOT)/<model>-$(HELDOUT_DTYPE)/ (resumable: the same
+# command goes on); `make figures` writes figures/heldout/ from them. HELDOUT_OUT: one model's folder instead.
+HELDOUT_MODELS ?= smollm2-135m gemma3-270m
+HELDOUT_DTYPE ?= bfloat16
+HELDOUT_ROOT ?= results/heldout
+HELDOUT_OUT ?=
+HELDOUT_METHODS ?= pld,suffix:auto,tr:auto,goose:auto,hw_tree:auto
+HELDOUT_ARGS ?=
+
+heldout:  ## the non-degradation claim on held-out workloads: Spec-Bench categories and fresh-process short runs
+	for m in $(HELDOUT_MODELS); do \
+		$(PYTHON) -m experiments.heldout --model $$m --dtype $(HELDOUT_DTYPE) --threads $(THREADS) \
+			--data-dir $(DATA_DIR) --methods $(HELDOUT_METHODS) $(HELDOUT_ARGS) \
+			--out $(or $(HELDOUT_OUT),$(HELDOUT_ROOT)/$$m-$(HELDOUT_DTYPE)) || exit 1; \
+	done
 
 SAMPLING_TEMPERATURES ?= 0.7 1.0
 SAMPLING_METHODS ?= pld,tr,eagle2,goose,stand,goose:auto,stand:auto
@@ -104,6 +123,21 @@ delayed-grid:  ## grid search of the delayed tree's (K, L1, L2) per model and te
 			--data-dir $(DATA_DIR) --temperature $$t --out results/studies/delayed_shape/$(VERIFIER_MODEL)_T$$t || exit 1; \
 	done
 
+# make calibrate-priors: the acceptance priors a fresh process's estimates start from (budget=auto's size rule,
+# OPT-Tree, hw_tree; goose/engine/core/acceptance_prior.py), from the budget=auto drafters, greedy, on prompts
+# 20-29 of each protocol benchmark (make bench runs the first 20; prompts of make heldout's Spec-Bench sample
+# passed over), on the protocol run's latency curve where there is one, into
+# goose/data/priors/<model>-<dtype>.json (shipped in the package).
+PRIOR_MODELS ?= smollm2-135m gemma3-270m
+PRIOR_ARGS ?= --skip 20 --limit 10 --max-new-tokens 128
+
+calibrate-priors:  ## calibrated acceptance priors per model, into goose/data/priors/
+	for m in $(PRIOR_MODELS); do \
+		lat=results/protocol/$$m-$(BENCH_DTYPE)-v$(PROTOCOL_VERSION)/budget_latency.json; \
+		$(PYTHON) -m experiments.calibrate_priors --model $$m --dtype $(BENCH_DTYPE) --threads $(THREADS) \
+			--data-dir $(DATA_DIR) $(PRIOR_ARGS) $$(test -f $$lat && echo --latency $$lat) || exit 1; \
+	done
+
 pack-results:  ## seal the rows under results/ into X.jsonl.xz beside X.jsonl (goose.records.seal); commit them
 	$(PYTHON) -m goose.records.seal results
 
@@ -125,3 +159,12 @@ gpu-carry:  ## .gpu/part1, part2, ...: wheels, prompts, tokenizer and SmolLM2 fo
 cost-curve:  ## verification latency against tree size on this machine (results/cost_curve/: JSON + CSV; the figure)
 	$(PYTHON) -m experiments.cost_curve --threads $(THREADS) --dtypes float32,bfloat16 --out-dir results/cost_curve
 	$(PYTHON) -m analysis.cost_curve --results $(RESULTS) --out $(FIGURES)
+
+# make calibration-spread: budget=auto's start-up calibration in SPREAD_PROCESSES fresh processes per rule
+# (plain medians, the settle rule), the cache off; per-size spread of t(n) and b*, into
+# results/studies/calibration_spread/<model>-<dtype>.json (experiments/calibration_spread.py).
+SPREAD_PROCESSES ?= 3
+
+calibration-spread:  ## how far apart fresh processes calibrate budget=auto's cost curve (old and new rule)
+	$(PYTHON) -m experiments.calibration_spread --model $(BENCH_MODEL) --dtype $(BENCH_DTYPE) \
+		--threads $(THREADS) --processes $(SPREAD_PROCESSES)

@@ -124,6 +124,7 @@ _LATEX = {
     "∞": r"$\infty$",
     "✓": r"\checkmark{}",
     "⚠": r"\textbf{!}",
+    "▼": r"$\blacktriangledown$",
 }
 
 

@@ -23,6 +23,10 @@ RECORDS = {  # folder -> (what it holds, how to regenerate it)
     "forward_speed": ("the forwards against their hardware floor", "`python -m experiments.forward_speed`"),
     "cost_curve": ("verification latency against tree size", "`make cost-curve`"),
     "gpu": ("the GPU records (`make gpu-check`), one folder per GPU", "`make gpu-check` on the GPU"),
+    "heldout": (
+        "the held-out protocol (issue 56): Spec-Bench categories and fresh-process runs, one folder per model",
+        "`make heldout`",
+    ),
     "lossless_stress": (
         "every method against AR on long and adversarial prompts",
         "`python -m experiments.lossless_stress`",

@@ -175,6 +175,10 @@ class LogitSpecDrafter(Drafter):
         self.route = "tree" if len(tree) > 1 else "ar"
         return tree
 
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+        """A step without drafting: the anchor's logit predicted the next anchor."""
+        self.observe(DraftTree.single(committed[-1]), outcome)
+
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """The logit at the last accepted node predicted the next anchor: its top tokens are the next guesses."""
         self._remember_logit(outcome.logits[outcome.accepted_nodes[-1]])

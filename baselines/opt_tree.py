@@ -21,13 +21,14 @@ import torch
 
 from baselines.shared.adjacency_drafter import AdjacencyDrafter, prev_of_anchor
 from goose.engine.core.acceptance import MAX_DEPTH_BUCKET, MAX_RANK_BUCKET, AcceptanceModel
+from goose.engine.core.acceptance_prior import HAND, load_prior
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.confidence import extension_limit, match_confidence
 from goose.method.config import ContextMatchConfig, GooseConfig
 from goose.method.tree_shape import count_tree_shape
 from goose.sources.context_matcher import ContextMatcher
-from goose.validation import check_bool, check_float, check_positive
+from goose.validation import check_bool, check_float, check_positive, check_str
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,10 @@ class OptTreeConfig(ContextMatchConfig):
     """OPT-Tree's hyperparameters: Goose's candidate pool, matcher and chain extension (`extend_chain`, when
     c > `chain_extension_threshold`; Goose Table 5) plus the acceptance prior of budget=auto's learner
     (`AcceptanceModel`): `prior_strength` pseudo-observations, `spine_prior` r of a spine node,
-    `branch_prior` / (j + 1) r of a rank-j branch node.
+    `branch_prior` / (j + 1) r of a rank-j branch node; `acceptance_prior`, a calibrated prior to start from
+    where it has evidence (a model or family name, a prior's name or a path to a prior file:
+    goose.engine.core.acceptance_prior.find_prior; none found: the hand prior), "hand": the hand prior; the
+    config records the prior that ran.
     """
 
     owner = "OptTreeDrafter"
@@ -44,10 +48,14 @@ class OptTreeConfig(ContextMatchConfig):
     prior_strength: float = 2.0
     spine_prior: float = 0.6
     branch_prior: float = 0.35
+    acceptance_prior: str = HAND
 
     def _validate(self) -> None:
         super()._validate()
         owner = self.owner_name()
+        check_str(
+            f"{owner}.acceptance_prior", self.acceptance_prior, why="a model, a prior's name or file, or hand"
+        )
         check_bool(f"{owner}.extend_chain", self.extend_chain)
         check_positive(f"{owner}.prior_strength", self.prior_strength, why="pseudo-observations of the prior")
         check_float(f"{owner}.spine_prior", self.spine_prior, 0.0, 1.0, why="a prior acceptance rate")
@@ -55,6 +63,12 @@ class OptTreeConfig(ContextMatchConfig):
         object.__setattr__(self, "ngram_lengths", tuple(int(n) for n in self.ngram_lengths))
         for name in ("prior_strength", "spine_prior", "branch_prior"):
             object.__setattr__(self, name, float(getattr(self, name)))
+
+    def as_dict(self) -> dict[str, Any]:
+        out = super().as_dict()
+        if self.acceptance_prior == HAND:
+            del out["acceptance_prior"]  # the default: keep earlier rows' config hashes
+        return out
 
 
 @dataclass(frozen=True)
@@ -136,13 +150,20 @@ class OptTreeDrafter(AdjacencyDrafter):
     def __init__(self, **hyperparameters: Any) -> None:
         super().__init__("opt_tree", OptTreeConfig(**hyperparameters))
         self.matcher = ContextMatcher(self.ngram_lengths, self.max_chain)
-        self.acceptance = AcceptanceModel(self.prior_strength, self.spine_prior, self.branch_prior)
+        prior = load_prior(self.acceptance_prior, "opt_tree", self.name)
+        self.acceptance = AcceptanceModel(
+            self.prior_strength, self.spine_prior, self.branch_prior, prior=prior
+        )
         self._rates: dict[int, list[list[float]]] | None = None  # source -> [depth][rank], cached
         self._chain: list[int] = []
         self._proposed: SelectedTree | None = None
 
     def config(self) -> dict[str, Any]:
-        return self.cfg.as_dict()
+        """The hyperparameters; `acceptance_prior` (when one was asked for) names the prior that ran."""
+        out = self.cfg.as_dict()
+        if "acceptance_prior" in out:
+            out["acceptance_prior"] = self.acceptance.prior_name
+        return out
 
     # The learnt rates outlive a prompt and are checkpointed by the runner.
     carries_run_state = True

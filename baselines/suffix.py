@@ -172,6 +172,13 @@ class SuffixDecodingDrafter(Drafter):
             [ROOT, *([SPINE] * n)],
         )
 
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+        """A step without drafting: its committed tokens go into the trees, as after a drafted one (after any
+        the trees have not seen yet: the prefill's token when the first step is skipped)."""
+        if len(committed) > self._synced:
+            self._commit([int(t) for t in committed[self._synced :]])
+        self._commit([int(t) for t in outcome.new_tokens])
+
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """The step's committed tokens go into the trees now (so the global tree holds the whole
         output when the prompt ends)."""

@@ -165,6 +165,10 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
         self.route = "tree"
         return tree
 
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+        """A step without drafting: the anchor's logits into the table (TR learns from every verified node)."""
+        self.observe(DraftTree.single(committed[-1]), outcome)
+
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         if self.table is not None:
             self.table.update(tree.tokens, outcome.logits)

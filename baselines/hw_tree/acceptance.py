@@ -4,7 +4,8 @@ the product of per-edge acceptance rates along its path), and their calibration 
 r = P(node accepted | parent accepted) per cell (source mask, depth bucket, confidence bin of the lead source;
 baselines.hw_tree.pool). Two levels of Beta smoothing: a coarse cell (mask, depth) shrinks to the prior
 of its lead source, a fine cell shrinks to the coarse rate scaled by its bin's prior relative to the
-coarse prior, so an unseen bin keeps the prior's ordering at the learnt level. The counts are the shared
+coarse prior, so an unseen bin keeps the prior's ordering at the learnt level. The prior is set by hand
+(`source_priors`) unless a calibrated one is given (goose.engine.core.acceptance_prior). The counts are the shared
 `DecayedCounts` (goose.engine.core.acceptance), decayed every step as budget=auto's, so a cell that stops
 being seen returns to its prior.
 `Calibration` counts, per bin of the predicted P(path accepted), the verified nodes and the accepted ones.
@@ -18,6 +19,7 @@ import numpy as np
 
 from baselines.hw_tree.pool import ADJ, ALT, CONF_BINS, CTX, LEAD_ORDER, NUM_MASKS, RUN, SOURCE_BITS, SUF
 from goose.engine.core.acceptance import DecayedCounts
+from goose.engine.core.acceptance_prior import HAND, PriorTable, calibrate
 
 DEPTH_BUCKETS = 12  # 1..8 each, 9-12, 13-20, 21+ (index 0 unused: the anchor)
 BUCKET_DEPTH = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 16, 24)  # a representative depth per bucket
@@ -54,10 +56,19 @@ class AcceptanceEstimator(DecayedCounts):
     """r per cell, learnt online from labelled pool nodes; `prior` is [source, bin] (`source_priors`) at
     depth 1; deeper, a copying source's prior keeps `chain_gain` of the rejection rate per level (r_d = 1 −
     (1 − r_1)·chain_gain^(d−1): once a copied run is accepted, its next token usually is too);
-    `prior_strength` pseudo-observations per level, `decay` the per-step forgetting factor."""
+    `prior_strength` pseudo-observations per level, `decay` the per-step forgetting factor. A `calibrated`
+    prior (load_prior(model, "hw_tree", method)) replaces that hand prior where it has evidence
+    (`_calibrate`); `prior_name` says which ran ("hand" or the prior's name)."""
+
+    SHAPE = (NUM_MASKS, DEPTH_BUCKETS, CONF_BINS)
 
     def __init__(
-        self, prior: np.ndarray, prior_strength: float = 2.0, decay: float = 0.99, chain_gain: float = 1.0
+        self,
+        prior: np.ndarray,
+        prior_strength: float = 2.0,
+        decay: float = 0.99,
+        chain_gain: float = 1.0,
+        calibrated: PriorTable | None = None,
     ) -> None:
         if prior_strength <= 0:
             raise ValueError(f"prior_strength = {prior_strength}: must be > 0")
@@ -65,7 +76,7 @@ class AcceptanceEstimator(DecayedCounts):
             raise ValueError(f"decay = {decay}: must be in (0, 1]")
         if not 0.0 < chain_gain <= 1.0:
             raise ValueError(f"chain_gain = {chain_gain}: must be in (0, 1]")
-        super().__init__((NUM_MASKS, DEPTH_BUCKETS, CONF_BINS), float(decay))
+        super().__init__(self.SHAPE, float(decay))
         self.strength = float(prior_strength)
         # per mask: its lead source's prior per bin, at least the mean prior of any other source it carries
         gain = np.asarray(chain_gain, dtype=float) ** (np.asarray(BUCKET_DEPTH) - 1.0).clip(min=0)
@@ -84,7 +95,41 @@ class AcceptanceEstimator(DecayedCounts):
             fine_prior[mask] = np.maximum(by_depth[lead], floor)
         self.fine_prior = fine_prior
         self.coarse_prior = fine_prior.mean(axis=2)
+        # The hand prior: one strength for both levels; a fine cell's anchor scales the coarse rate by its
+        # prior over the coarse prior (`ratio_base`).
+        self.fine_strength: np.ndarray | float = self.strength
+        self.coarse_strength: np.ndarray | float = self.strength
+        self.ratio_base = self.coarse_prior[..., None]
+        self.prior_name = HAND
+        if calibrated is not None:
+            self._calibrate(calibrated)
         self._table: list[float] | None = None
+
+    def _calibrate(self, table: PriorTable) -> None:
+        """The calibrated prior in place of the hand one: a fine cell's mean and strength from `table` where
+        it has them; a coarse cell's from the calibration's counts summed over its bins (the same Beta update
+        of the hand coarse prior, capped alike). A calibrated fine cell's anchor ratio is its mean over its
+        calibrated coarse mean (so that with no evidence its rate is its calibrated mean); an uncalibrated
+        one keeps the hand prior's ratio (the hand ordering at the calibrated level)."""
+        hand_fine, hand_coarse, s = self.fine_prior, self.coarse_prior, self.strength
+        fine_mean, fine_strength = table.over(hand_fine, s)
+        mean_c, strength_c = calibrate(
+            table.reached.sum(axis=2), table.accepted.sum(axis=2), hand_coarse, s, table.cap
+        )
+        seen_c = strength_c > 0
+        coarse_mean = np.where(seen_c, mean_c, hand_coarse)
+        seen = table.strength > 0
+        self.fine_prior, self.fine_strength = fine_mean, fine_strength
+        self.coarse_prior, self.coarse_strength = coarse_mean, np.where(seen_c, strength_c, s)
+        self.ratio_base = np.where(seen, coarse_mean[..., None], hand_coarse[..., None])
+        self.prior_name = table.name
+
+    def cell_prior(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, strength) per fine cell of the prior it starts from (its rate before any evidence)."""
+        shape = self.fine_prior.shape
+        return self.fine_prior.copy(), np.broadcast_to(
+            np.asarray(self.fine_strength, dtype=float), shape
+        ).copy()
 
     @staticmethod
     def cell(mask: int, depth: int, bin_: int) -> int:
@@ -94,13 +139,14 @@ class AcceptanceEstimator(DecayedCounts):
     def table(self) -> list[float]:
         """r of every cell, flat (`cell` indexes it); recomputed after an update: coarse = (Σ_bin accepted +
         s·coarse prior) / (Σ_bin reached + s), anchor = coarse · fine prior / coarse prior clipped to [1e-4, 1],
-        r = (accepted + s·anchor) / (reached + s)."""
+        r = (accepted + s·anchor) / (reached + s) (calibrated: s per cell and level, the anchor's ratio
+        `ratio_base`, `_calibrate`)."""
         if self._table is None:
-            s = self.strength
+            s_c, s_f = self.coarse_strength, self.fine_strength
             reach_c, acc_c = self.reached.sum(axis=2), self.accepted.sum(axis=2)
-            coarse = (acc_c + s * self.coarse_prior) / (reach_c + s)
-            anchor = np.clip(coarse[..., None] * self.fine_prior / self.coarse_prior[..., None], 1e-4, 1.0)
-            fine = (self.accepted + s * anchor) / (self.reached + s)
+            coarse = (acc_c + s_c * self.coarse_prior) / (reach_c + s_c)
+            anchor = np.clip(coarse[..., None] * self.fine_prior / self.ratio_base, 1e-4, 1.0)
+            fine = (self.accepted + s_f * anchor) / (self.reached + s_f)
             self._table = np.clip(fine, 0.0, 1.0).reshape(-1).tolist()
         return self._table
 

@@ -54,13 +54,14 @@ from baselines.hw_tree.pool import (
 )
 from baselines.shared.adjacency_drafter import AdjacencyDrafter, prev_of_anchor
 from baselines.suffix import SuffixDecodingDrafter
+from goose.engine.core.acceptance_prior import HAND, load_prior
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.confidence import extension_limit, match_confidence
 from goose.method.config import ContextMatchConfig, GooseConfig
 from goose.sources.adjacency import AdjacencyTable
 from goose.sources.context_matcher import ContextMatch, ContextMatcher
-from goose.validation import check_bool, check_float, check_int, check_positive
+from goose.validation import check_bool, check_float, check_int, check_positive, check_str
 
 CONTEXT_BITS = (
     (1 << CTX) | (1 << ALT) | (1 << SUF)
@@ -83,7 +84,10 @@ class HwTreeConfig(ContextMatchConfig):
     `alt_prior`, `suf_prior`, `adj_prior`, `run_prior` (scales of the confidence) at depth 1, and
     `chain_gain`, the share of a copying source's prior rejection rate kept per level deeper. `row_value`:
     a node whose token has no table row gains g (RowValue), starting at `row_prior` tokens per row with
-    the weight of `row_prior_rows` rows."""
+    the weight of `row_prior_rows` rows. `acceptance_prior`: a calibrated prior to start the estimator from
+    where it has evidence (a model or family name, a prior's name or a path to a prior file:
+    goose.engine.core.acceptance_prior.find_prior; none found: the hand priors above), "hand": the hand
+    priors; the config records the prior that ran."""
 
     owner = "HwTreeDrafter"
     prefill_harvest: bool = False
@@ -108,10 +112,14 @@ class HwTreeConfig(ContextMatchConfig):
     row_value: bool = True
     row_prior: float = 0.1
     row_prior_rows: float = 20.0
+    acceptance_prior: str = HAND
 
     def _validate(self) -> None:
         super()._validate()
         owner = self.owner_name()
+        check_str(
+            f"{owner}.acceptance_prior", self.acceptance_prior, why="a model, a prior's name or file, or hand"
+        )
         check_bool(f"{owner}.extend_chain", self.extend_chain)
         check_bool(f"{owner}.suffix", self.suffix)
         check_bool(f"{owner}.row_value", self.row_value)
@@ -153,6 +161,12 @@ class HwTreeConfig(ContextMatchConfig):
             object.__setattr__(self, name, float(getattr(self, name)))
         for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior", "run_prior", "chain_gain"):
             object.__setattr__(self, name, float(getattr(self, name)))
+
+    def as_dict(self) -> dict[str, Any]:
+        out = super().as_dict()
+        if self.acceptance_prior == HAND:
+            del out["acceptance_prior"]  # the default: keep earlier rows' config hashes
+        return out
 
 
 def occurrence_bins(primary: list[int], others: list[list[int]]) -> list[list[int]]:
@@ -203,7 +217,8 @@ class HwTreeDrafter(AdjacencyDrafter):
             else None
         )
         prior = source_priors(cfg.ctx_prior, cfg.alt_prior, cfg.suf_prior, cfg.adj_prior, cfg.run_prior)
-        self.estimator = AcceptanceEstimator(prior, cfg.prior_strength, cfg.decay, cfg.chain_gain)
+        calibrated = load_prior(cfg.acceptance_prior, "hw_tree", self.name)
+        self.estimator = AcceptanceEstimator(prior, cfg.prior_strength, cfg.decay, cfg.chain_gain, calibrated)
         self.row_value_model = RowValue(cfg.row_prior, cfg.row_prior_rows, cfg.decay)
         self._row_gain = 0.0
         # tokens whose row only a rejected node wrote (this prompt), and the pool nodes drafted from such rows
@@ -224,7 +239,11 @@ class HwTreeDrafter(AdjacencyDrafter):
         self.full_pool = False
 
     def config(self) -> dict[str, Any]:
-        return self.cfg.as_dict()
+        """The hyperparameters; `acceptance_prior` (when one was asked for) names the prior that ran."""
+        out = self.cfg.as_dict()
+        if "acceptance_prior" in out:
+            out["acceptance_prior"] = self.estimator.prior_name
+        return out
 
     def use_latency(self, latency: Callable[[int], float]) -> None:
         """budget=auto: size each tree with this latency (seconds of a step of n nodes), never cut after."""
@@ -434,6 +453,14 @@ class HwTreeDrafter(AdjacencyDrafter):
         else:
             return
         self._sizes.add(values, gains, list(outcome.accepted_nodes), self._latency)
+
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+        """A step without drafting: the anchor's logits into the table, its tokens into the suffix source,
+        and the pending pools labelled by them (as after a drafted step; no size outcome is counted)."""
+        super().observe_plain(committed, outcome)
+        if self.suffix_source is not None:
+            self.suffix_source.observe_plain(committed, outcome)
+        self.estimator.update(*self._label_in_hindsight([*committed, *outcome.new_tokens]))
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         places = self._proposed_index(tree) if len(tree) > 1 else None

@@ -56,6 +56,11 @@ class AdjacencyDrafter(Drafter):
         assert self.table is not None, "begin() must be called before propose()"
         return self.table.successors(token, prev if self.use_bigram else None, self.min_score)
 
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+        """A step without drafting: the anchor's logits into the table, with its bigram (as on the AR route)."""
+        if self.table is not None:
+            self.table.update_from_tree(committed[-1:], [-1], outcome.logits, prev_of_anchor(committed))
+
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """Every node's logits into the table; the root's bigram (previous anchor, anchor) too,
         except from tree cycles without `rules.tree_root_bigram` (compat=authors)."""

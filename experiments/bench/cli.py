@@ -12,6 +12,7 @@ from experiments.bench.contenders import check_contenders, contender_names
 from goose.engine.core.sampling import SamplingParams
 from goose.harness.compose import UserError
 from goose.records.paper import PAPER_BENCHMARKS
+from goose.records.spec_bench import SPEC_BENCH, SPEC_BENCH_QUESTION_CATEGORIES
 from goose.validation import check_int_list
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +27,19 @@ def kv_lens_arg(text: str) -> list[int]:
         )
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def categories_arg(text: str) -> list[str]:
+    """--categories writing,qa | all: values of Spec-Bench's `category` field, each known, in file order."""
+    known = [c for c, _, _ in SPEC_BENCH_QUESTION_CATEGORIES]
+    names = known if text.strip() == "all" else [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in names if c not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown Spec-Bench categor{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown) or '(none)'}; "
+            f"choose from all, {', '.join(known)}"
+        )
+    return [c for c in known if c in names]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -47,7 +61,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--per-category",
         type=int,
         default=None,
-        help="spec_bench: N prompts of each of its 6 categories, spread over each (instead of --limit)",
+        help="spec_bench: N prompts of each of its 6 categories, spread over each (instead of --limit); "
+        "with --categories, of each category named there",
+    )
+    ap.add_argument(
+        "--categories",
+        type=categories_arg,
+        default=None,
+        help="spec_bench: only the questions of these values of question.jsonl's `category` field "
+        f"(comma-separated, or all: {','.join(c for c, _, _ in SPEC_BENCH_QUESTION_CATEGORIES)})",
     )
     ap.add_argument(
         "--chat-template",
@@ -81,6 +103,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--in-run-cost",
         action="store_true",
         help="budget_in_run_cost: :auto's cost curve corrected by each contender's measured steps",
+    )
+    ap.add_argument(
+        "--no-gate",
+        action="store_true",
+        help="budget_gate=false: :auto contenders draft on every step (no plain AR steps when drafting does not pay)",
+    )
+    ap.add_argument(
+        "--no-price-bookkeeping",
+        action="store_true",
+        help="budget_price_bookkeeping=false: :auto's size rule prices the verification forward only",
     )
     ap.add_argument("--hf", default="greedy,pld", help="transformers contenders: greedy, pld")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
@@ -123,6 +155,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         or (args.per_category is not None and args.per_category < 1)
     ):
         ap.error("--repeats, --limit, --per-category and --max-new-tokens must be >= 1")
+    if args.categories is not None and SPEC_BENCH not in args.benches.split(","):
+        ap.error(f"--categories selects questions of {SPEC_BENCH}: add it to --benches")
     try:
         args.sampling = SamplingParams(args.temperature, args.top_p, args.top_k)
     except ValueError as exc:

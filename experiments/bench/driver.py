@@ -29,7 +29,9 @@ from experiments.bench.contenders import (
 )
 from experiments.bench.hf import HF_KWARGS, hf_contender, hf_generate
 from experiments.bench.load import load_prompts, method_factory, model_and_engine
+from goose.engine.budget.auto_budget import AutoBudgetSettings
 from goose.engine.budget.cost_model import LatencyTable
+from goose.engine.budget.draft_gate import DraftGateConfig
 from goose.engine.budget.hardware_limit import measure_floor
 from goose.engine.core.verifier import VerificationEngine
 from goose.harness.job import auto_budget, warm_generation
@@ -55,6 +57,15 @@ def show_partial(out: Path) -> dict[str, Any]:
 
 Warm = Callable[[list[int]], object]
 """An untimed, unrecorded run of a contender's code path on a short prompt."""
+
+
+def auto_settings(args: argparse.Namespace) -> AutoBudgetSettings:
+    """budget=auto's switches from the command line (the run config's budget_* keys)."""
+    return AutoBudgetSettings(
+        in_run_cost=args.in_run_cost,
+        price_bookkeeping=not args.no_price_bookkeeping,
+        gate=None if args.no_gate else DraftGateConfig(),
+    )
 
 
 def build_contenders(
@@ -83,7 +94,7 @@ def build_contenders(
         base = method.removesuffix("_auto")
         make = method_factory(base, args.overrides.get(base, ()), model=args.model)
         if method.endswith("_auto"):
-            make, latency_record = auto_budget(make, engine, profile, args.latency_kv, args.in_run_cost)
+            make, latency_record = auto_budget(make, engine, profile, args.latency_kv, auto_settings(args))
             if profile is None:  # a resume drafts with the same curve
                 saved.parent.mkdir(parents=True, exist_ok=True)
                 LatencyTable.from_dict(latency_record).save(saved)
@@ -148,6 +159,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.data_dir,
         args.chat_template,
         args.per_category,
+        args.categories,
     )
     measured, warm, latency_record = build_contenders(args, loaded, engine)
     names = list(measured)

@@ -12,6 +12,7 @@ from goose.engine.core.drafter import Drafter
 from goose.engine.core.verifier import VerificationEngine
 from goose.harness.chat import encode_prompt
 from goose.harness.compose import (
+    UserError,
     benchmark_prompts,
     chat_template_decision,
     compose_config,
@@ -20,7 +21,7 @@ from goose.harness.compose import (
     release_engines,
 )
 from goose.harness.models.load import LoadedModel
-from goose.records.spec_bench import SPEC_BENCH, per_category_sample
+from goose.records.spec_bench import SPEC_BENCH, per_category_sample, question_category
 
 
 def method_factory(name: str, overrides: Sequence[str] = (), *, model: str) -> Callable[[], Drafter]:
@@ -65,23 +66,46 @@ def load_prompts(
     data_dir: str | None,
     chat_template: str,
     per_category: int | None = None,
+    categories: Sequence[str] | None = None,
 ) -> list[BenchPrompt]:
     """The first `limit` prompts of each benchmark, composed and tokenized as run.py does it
     (goose.harness.compose), with bench.chat_template = `chat_template` (auto | true | false); for
-    spec_bench with `per_category`, that many of each Spec-Bench category instead (per_category_sample)."""
+    spec_bench with `per_category`, that many of each Spec-Bench category instead (per_category_sample).
+    spec_bench with `categories`: only the questions whose `category` field is one of them (bench.filter),
+    and `per_category` of each of these (goose.records.spec_bench.question_category)."""
     out = []
     for bench in benches:
+        filtered = categories is not None and bench == SPEC_BENCH
         cfg = compose_config(
             [f"model={model}", f"bench={bench}", f"bench.chat_template={chat_template}"]
             + ([f"data_dir={data_dir}"] if data_dir else [])
+            + ([f"bench.filter={{field: category, values: [{','.join(categories)}]}}"] if filtered else [])
         )
         by_category = per_category is not None and bench == SPEC_BENCH
         spec, prompts, source = benchmark_prompts(cfg, None if by_category else limit)
+        if filtered:
+            check_question_categories(prompts, categories)
         if by_category:
-            prompts = per_category_sample(prompts, per_category)
+            grouping = question_category if filtered else None
+            prompts = per_category_sample(
+                prompts, per_category, **({"category": grouping} if grouping else {})
+            )
         apply_chat, _ = chat_template_decision(cfg, spec, tokenizer)
         out += [
             BenchPrompt(bench, p, encode_prompt(tokenizer, p.text, apply_chat), apply_chat, source)
             for p in prompts
         ]
     return out
+
+
+def check_question_categories(prompts: Sequence[Any], categories: Sequence[str]) -> None:
+    """The questions the `category` filter kept lie in the id ranges of those categories
+    (goose.records.spec_bench.SPEC_BENCH_QUESTION_CATEGORIES, by which the tables group them); UserError
+    for a question file laid out otherwise."""
+    stray = [p.prompt_id for p in prompts if question_category(p.prompt_id) not in categories]
+    if stray:
+        raise UserError(
+            f"{SPEC_BENCH}: the questions {', '.join(stray[:5])} have a `category` in {', '.join(categories)} "
+            "but lie outside those categories' id ranges (goose.records.spec_bench.SPEC_BENCH_QUESTION_CATEGORIES); "
+            "this question file is not Spec-Bench's layout"
+        )

@@ -23,6 +23,8 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from goose.engine.budget.auto_budget import AutoBudgetSettings
+from goose.engine.budget.draft_gate import DraftGateConfig
 from goose.engine.core.drafter import Drafter
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
@@ -62,6 +64,18 @@ def check_config(cfg: DictConfig) -> None:
         validate_config(cfg)
     except ValueError as exc:
         raise UserError(f"invalid configuration: {exc}") from None
+
+
+def auto_budget_settings(cfg: DictConfig) -> AutoBudgetSettings:
+    """budget=auto's switches from the run config (budget_in_run_cost, budget_price_bookkeeping,
+    budget_gate); a key the config leaves out keeps AutoBudgetSettings' default."""
+    default = AutoBudgetSettings()
+    gate = bool(cfg.get("budget_gate", default.gate is not None))
+    return AutoBudgetSettings(
+        in_run_cost=bool(cfg.get("budget_in_run_cost", default.in_run_cost)),
+        price_bookkeeping=bool(cfg.get("budget_price_bookkeeping", default.price_bookkeeping)),
+        gate=DraftGateConfig() if gate else None,
+    )
 
 
 def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
@@ -279,7 +293,8 @@ class RunSettings:
     budget: str  # fixed or auto
     budget_profile: str | None
     budget_kv_lens: tuple[int, ...]
-    budget_in_run_cost: bool
+    budget_cache: str | bool  # auto, off (or false) or a directory of cached curves
+    auto_budget: AutoBudgetSettings  # budget=auto's switches (budget_in_run_cost, budget_gate, ...)
     out_dir: Path
     experiment: str | None  # as rows record it
     allow_mixed_code: bool
@@ -306,7 +321,8 @@ class RunSettings:
             budget=str(cfg.get("budget", "fixed")),
             budget_profile=cfg.get("budget_profile"),
             budget_kv_lens=tuple(cfg.get("budget_kv_lens") or ()),
-            budget_in_run_cost=bool(cfg.get("budget_in_run_cost", False)),
+            budget_cache=cfg.get("budget_cache", "auto"),
+            auto_budget=auto_budget_settings(cfg),
             out_dir=Path(cfg.out_dir),
             experiment=cfg.get("experiment"),
             allow_mixed_code=bool(cfg.get("allow_mixed_code", False)),

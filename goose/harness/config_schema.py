@@ -20,6 +20,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from goose.engine.budget.latency_cache import check_cache_setting
 from goose.engine.core.verify.rules import VERIFIERS
 from goose.harness.benchmarks.spec import BenchmarkSpec, HubSource, PackageFile, RecordFilter
 from goose.harness.chat import check_base_prompt_format
@@ -180,8 +181,16 @@ class GooseBenchConfig:
     )
     budget_profile: str | None = None  # budget=auto: a saved latency table (JSON) instead of calibrating
     budget_kv_lens: list[int] = field(default_factory=list, metadata={"check": _check_kv_lens})
+    # budget=auto: where this machine's calibrated curves are cached (goose.engine.budget.latency_cache)
+    budget_cache: Any = _checked("auto", check_cache_setting)
     budget_in_run_cost: Any = _checked(
         False, partial(check_bool, why="budget=auto: correct the cost curve by the run's measured steps")
+    )
+    budget_gate: Any = _checked(
+        True, partial(check_bool, why="budget=auto: plain AR steps while drafting does not pay, probes to return")
+    )
+    budget_price_bookkeeping: Any = _checked(
+        True, partial(check_bool, why="budget=auto: a tree's measured bookkeeping added to its cost")
     )
     prepack: Any = _checked("auto", _check_prepack)
     compile: Any = _checked(

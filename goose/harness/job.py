@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from goose.engine.budget.auto_budget import AutoBudgetSettings
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter
 from goose.engine.core.sampling import SamplingParams
@@ -39,12 +40,18 @@ from goose.records.results import results_path
 
 
 def latency_table(
-    engine: VerificationEngine, profile: str | None, more_kv_lens: Sequence[int] = ()
+    engine: VerificationEngine,
+    profile: str | None,
+    more_kv_lens: Sequence[int] = (),
+    cache: str | Path | bool | None = "auto",
 ) -> tuple[Any, dict[str, Any]]:
-    """budget=auto: the engine's cost curve from `budget_profile` (a saved table, so that two runs
-    on one machine draft the same trees) or calibrated now (once per process; also at `more_kv_lens`,
-    `budget_kv_lens`, for t(n, kv)). Returns (the `LatencyTable`, the table as recorded in each row)."""
-    from goose.engine.budget.cost_model import LatencyTable, engine_latency
+    """budget=auto: the engine's cost curve from `budget_profile` (a saved table), else from this machine's
+    cache of curves (`budget_cache`: auto, off or a directory; goose.engine.budget.latency_cache), else
+    calibrated now (once per process; also at `more_kv_lens`, `budget_kv_lens`, for t(n, kv)) and saved
+    there. Returns (the `LatencyTable`, the table as recorded in each row: where it came from, the
+    fingerprint and cache file, the curve)."""
+    from goose.engine.budget.cost_model import LatencyTable
+    from goose.engine.budget.latency_cache import cached_latency
 
     if profile:
         dtype = str(engine.dtype).replace("torch.", "")
@@ -56,16 +63,31 @@ def latency_table(
                 "Write one with `make cost-curve` (results/cost_curve/cost_curve.json) or leave budget_profile "
                 "unset to calibrate at start-up."
             ) from None
-        source = str(profile)
+        source, provenance = str(profile), {}
     else:
         kwargs = {"more_kv_lens": list(more_kv_lens)} if more_kv_lens else {}
-        table, source = engine_latency(engine, **kwargs), "calibrated at start-up"
+        table, origin = cached_latency(engine, cache, **kwargs)
+        provenance = origin.record()
+        if origin.rejected:
+            print(
+                f"goose-bench: budget=auto: the cached curve {origin.cache} was not used: {origin.rejected}"
+            )
+        if origin.not_saved:
+            print(f"goose-bench: budget=auto: the curve was not cached: {origin.not_saved}")
+        if origin.source == "cache":
+            source = f"from the cache {origin.cache}"
+        else:
+            spent = table.meta.get("calibration_s")
+            took = f" in {spent:.1f} s" if spent is not None else ""
+            saved = f", saved to {origin.cache}" if origin.cache else ""
+            source = f"calibrated at start-up{took}{saved}"
     curves = [(table.kv_len, table.seconds), *sorted(table.kv_seconds.items())]
     for kv, seconds in curves:
         curve = ", ".join(f"{n}: {1e3 * s:.1f}" for n, s in zip(table.sizes, seconds, strict=True))
         at = f", KV {kv}" if table.kv_seconds else ""
         print(f"goose-bench: budget=auto, verification latency ({source}{at}; nodes: ms) {curve}")
-    record = {"source": source, "sizes": list(table.sizes), "seconds": list(table.seconds)}
+    record = {**provenance, "source": provenance.get("source", source)}
+    record |= {"sizes": list(table.sizes), "seconds": list(table.seconds)}
     if table.kv_seconds:
         record |= {"kv_len": table.kv_len, "kv_seconds": {str(k): v for k, v in table.kv_seconds.items()}}
     return table, record
@@ -76,16 +98,18 @@ def auto_budget(
     engine: VerificationEngine,
     profile: str | None,
     more_kv_lens: Sequence[int] = (),
-    in_run_cost: bool = False,
+    settings: AutoBudgetSettings | None = None,
+    cache: str | Path | bool | None = "auto",
 ):
     """budget=auto for a drafter factory: each call gives a fresh drafter with a fresh `AutoBudget` sizer
-    (a `Speculator`) on the curve of `latency_table` (with `in_run_cost`, `budget_in_run_cost`). Returns
+    (a `Speculator`) on the curve of `latency_table` (`cache`: budget_cache), with `settings` (None: the
+    defaults). Returns
     (factory, the table as recorded in each row). Used by `make bench` (experiments/bench/); `run_job`
     sizes its one drafter."""
     from goose.engine.budget.auto_budget import auto_budget_factory
 
-    table, record = latency_table(engine, profile, more_kv_lens)
-    return auto_budget_factory(make_drafter, engine, latency=table, in_run_cost=in_run_cost), record
+    table, record = latency_table(engine, profile, more_kv_lens, cache)
+    return auto_budget_factory(make_drafter, engine, latency=table, settings=settings), record
 
 
 def describe_sampling(params: SamplingParams, plan: SamplingPlan) -> str:
@@ -163,11 +187,13 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     if run.budget == "auto" and method != "ar":
         from goose.engine.budget.auto_budget import with_auto_budget
 
-        table, latency_record = latency_table(engine, run.budget_profile, run.budget_kv_lens)
-        in_run = run.budget_in_run_cost
+        table, latency_record = latency_table(
+            engine, run.budget_profile, run.budget_kv_lens, run.budget_cache
+        )
+        settings = run.auto_budget
 
         def sized(d: Drafter) -> Speculator:
-            return with_auto_budget(d, engine, latency=table, in_run_cost=in_run)
+            return with_auto_budget(d, engine, latency=table, settings=settings)
 
         method = f"{method}_auto"
     else:

@@ -155,6 +155,13 @@ class GooseDrafter(Drafter):
             rules=rules,
         )
 
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+        """A step without drafting (budget=auto's gate): the anchor's logits into the table with its bigram,
+        as on the AR route; no EMA update (no spine was verified)."""
+        if self.table is not None:
+            prev = int(committed[-2]) if len(committed) >= 2 else None
+            self.table.update_from_tree(committed[-1:], [-1], outcome.logits, prev)
+
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """Adjacency update from every node; EMA and spine continuation after a spine tree. The root's bigram
         is written on every route, or under compat=authors only on the chain and AR routes.

@@ -147,7 +147,13 @@ class ResultRow:
     bench_source: str = _f("environment", "Where the prompts came from: hub, local or file.")
     experiment: str | None = _f("environment", "The experiment preset (`adhoc` for none).")
     forward: str = _f("environment", "The engine's forward backend (e.g. lean+prepack).")
-    budget_latency: dict = _f("environment", "budget=auto: the latency table used {source, sizes, seconds}.")
+    budget_latency: dict = _f(
+        "environment",
+        "budget=auto: the latency table used {source, sizes, seconds; kv_len, kv_seconds at more KV lengths}; "
+        "source: cache (loaded from `cache`), calibrated (measured at start-up; saved to `cache` unless "
+        "null) or a budget_profile path; `fingerprint` (goose.engine.budget.latency_cache) and, where a cache "
+        "file was not used or not written, `cache_rejected` / `cache_not_saved`.",
+    )
     repeat: int | None = _f(
         "environment", "`make bench`: which repeat of its interleaved protocol (None: the reference pass)."
     )

@@ -19,6 +19,7 @@ from analysis.main_results import main_cells
 from analysis.topology import pick_tree, tree_layout
 from goose.method.config import GooseConfig
 from goose.records.results import append_row, config_hash, read_rows
+from tests.records.heldout_rows import write_fresh_run, write_spec_run
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOSE = GooseConfig().as_dict()
@@ -365,6 +366,9 @@ def test_paper_values_each_have_a_source_and_reach_the_table(grid, tmp_path):
 
 EXPECTED = {
     "README.md",
+    "heldout_verdicts.md",
+    "heldout_tiny-bfloat16_spec_bench.md",
+    "heldout_tiny-bfloat16_fresh.md",
     "readme_results.md",
     "results_index.md",
     "hw_tree_sizing.md",
@@ -712,6 +716,8 @@ def test_make_figures_writes_every_file(grid, tmp_path, capsys):
     write_bench_rows(tmp_path / "rec", "smollm2-135m-bfloat16-v1", home="protocol")  # a canonical run
     write_cost_curve_record(tmp_path / "rec")
     write_step_cost_rows(tmp_path / "rec")
+    write_spec_run(tmp_path / "rec" / "heldout" / "tiny-bfloat16")  # a held-out run (make heldout)
+    write_fresh_run(tmp_path / "rec" / "heldout" / "tiny-bfloat16")
     args = ["--results", str(grid), "--records", str(tmp_path / "rec"), "--out", str(out)]
     assert make_figures.main(args) == 0
     written = {p.name for p in out.rglob("*")}  # the studies' scripts write into figures/studies/<name>/

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from baselines.pld import PromptLookupDrafter
-from goose.engine.budget.auto_budget import AutoBudget, prefix_tree, with_auto_budget
+from goose.engine.budget.auto_budget import AutoBudget, AutoBudgetSettings, prefix_tree, with_auto_budget
 from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.core.acceptance import AcceptanceModel
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter, VerifyOutcome
-from goose.engine.core.sizing import Speculator, TreeSizer
+from goose.engine.core.sizing import Speculator, StepTiming, TreeSizer
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.engine.forward.choose import verification_engine
 from goose.method.drafter import GooseDrafter
@@ -21,6 +21,7 @@ from tests.tiny_models import tiny_model
 
 FLAT = LatencyTable(sizes=[1, 128], seconds=[1.0, 1.0])
 STEEP = LatencyTable(sizes=[1, 128], seconds=[1.0, 128.0])  # latency(n) = n
+NO_GATE = AutoBudgetSettings(gate=None, price_bookkeeping=False)  # the size rule alone: every step drafts
 
 
 def spine_tree(anchor: int = 1, spine: int = 6, branches: int = 6) -> DraftTree:
@@ -110,7 +111,7 @@ def test_the_sizer_cuts_a_prefix_and_the_drafter_observes_it():
     full = spine_tree(anchor=0)
     inner = FixedDrafter(full)
     table = LatencyTable(sizes=[1, 4, 13], seconds=[1.0, 1.1, 30.0])
-    speculator = with_auto_budget(inner, engine, latency=table)
+    speculator = with_auto_budget(inner, engine, latency=table, settings=NO_GATE)
     assert speculator.drafter is inner and isinstance(speculator.sizer, AutoBudget)
     gen = generate(engine, inner, list(range(5, 15)), max_new_tokens=6, sizer=speculator.sizer)
     assert gen.output_ids == generate(engine, ARDrafter(), list(range(5, 15)), 6).output_ids
@@ -128,7 +129,7 @@ def test_cut_to_one_node_is_an_ar_step():
     model = tiny_model("llama", seed=3)
     engine = verification_engine(model, eos_token_ids=())
     prompt, chain = list(range(5, 15)), DraftTree.chain(0, [10, 11, 12, 13], SPINE)
-    gen = generate(engine, FixedDrafter(chain), prompt, 6, sizer=AutoBudget(STEEP))
+    gen = generate(engine, FixedDrafter(chain), prompt, 6, sizer=AutoBudget(STEEP, settings=NO_GATE))
     assert {s.route for s in gen.steps} == {"ar"} and {s.tree_size for s in gen.steps} == {1}
     assert gen.drafter_stats["auto_cut_to_ar"] == len(gen.steps)
     fixed = generate(engine, FixedDrafter(chain), prompt, 6)  # budget=fixed: no sizer
@@ -163,7 +164,7 @@ def test_a_speculator_carries_the_drafter_and_the_sizer_state_across_prompts():
     sizer = speculator.sizer
     sizer.begin(drafter)
     tree = sized_step(sizer, drafter, [1])
-    sizer.observe(tree, VerifyOutcome(torch.zeros(len(tree), 4), [0] * len(tree), [0], [1]), 1.0)
+    sizer.observe(tree, VerifyOutcome(torch.zeros(len(tree), 4), [0] * len(tree), [0], [1]), StepTiming(0.0, 1.0))
     state = speculator.run_state()
     fresh = Speculator(FixedDrafter(drafter.tree), AutoBudget(sizer.latency))
     fresh.restore_run_state(state)
@@ -203,7 +204,7 @@ def test_goose_spine_count_follows_the_cut():
         new_tokens=[tree.tokens[1], tree.tokens[2], 0],
     )
     goose.observe(tree, outcome)
-    sizer.observe(tree, outcome, 1.0)
+    sizer.observe(tree, outcome, StepTiming(0.0, 1.0))
     assert goose.ema.value == pytest.approx(goose.cfg.ema_alpha * 1.0 + (1 - goose.cfg.ema_alpha) * before)
 
 
@@ -222,7 +223,7 @@ def _trap_replay(decay: float) -> list[int]:
         accepted = list(range(len(tree))) if step >= 30 else [0]  # the source recovers at step 30
         outcome = VerifyOutcome(torch.zeros(len(tree), 4), [0] * len(tree), accepted, [1])
         drafter.observe(tree, outcome)
-        sizer.observe(tree, outcome, 1.0)
+        sizer.observe(tree, outcome, StepTiming(0.0, 1.0))
     return chosen
 
 

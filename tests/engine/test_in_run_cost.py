@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from goose.engine.budget.auto_budget import AutoBudget
+from goose.engine.budget.auto_budget import AutoBudget, AutoBudgetSettings
 from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.budget.in_run_cost import InRunCost
 from goose.engine.core.decode import generate
@@ -70,7 +70,7 @@ def _dip_at_12() -> LatencyTable:
 def test_a_size_that_only_looked_cheap_stops_being_chosen():
     tree = DraftTree.chain(1, list(range(10, 25)), SPINE)  # 16 nodes
     plain = AutoBudget(_dip_at_12(), decay=1.0)
-    learning = AutoBudget(_dip_at_12(), decay=1.0, in_run_cost=True)
+    learning = AutoBudget(_dip_at_12(), decay=1.0, settings=AutoBudgetSettings(in_run_cost=True))
     keys = plain.acceptance.keys(tree)
     assert plain.choose(tree, keys) == learning.choose(tree, keys) == 12  # the dip wins at first
     for _ in range(50):  # sizes 1, 6 and 11 cost what the curve says; 12 what its neighbours do, 1.22 s
@@ -89,7 +89,7 @@ def test_a_size_that_only_looked_cheap_stops_being_chosen():
 
 def test_the_correction_is_carried_across_prompts_and_recorded():
     tree = DraftTree.chain(1, list(range(10, 25)), SPINE)
-    sizer = AutoBudget(_dip_at_12(), decay=1.0, in_run_cost=True)
+    sizer = AutoBudget(_dip_at_12(), decay=1.0, settings=AutoBudgetSettings(in_run_cost=True))
     sizer.begin(FixedDrafter(tree))
     sizer.observe_cost(12, 1.17)
     stats = sizer.end()
@@ -97,7 +97,7 @@ def test_the_correction_is_carried_across_prompts_and_recorded():
     assert stats["auto_cost_drift"] == pytest.approx(e / 6, abs=1e-4)
     assert stats["auto_cost_correction"] == {"12": pytest.approx((e + 5 * e / 6) / 6, abs=1e-4)}
     state = sizer.run_state()
-    fresh = AutoBudget(_dip_at_12(), decay=1.0, in_run_cost=True)
+    fresh = AutoBudget(_dip_at_12(), decay=1.0, settings=AutoBudgetSettings(in_run_cost=True))
     fresh.restore_run_state(state)
     assert fresh._latencies(16).tolist() == sizer._latencies(16).tolist()
 
@@ -106,8 +106,8 @@ class CostRecorder(TreeSizer):
     def __init__(self) -> None:
         self.costs: list[tuple[int, float]] = []
 
-    def observe(self, tree, outcome, seconds: float) -> None:
-        self.costs.append((len(tree), seconds))
+    def observe(self, tree, outcome, timing) -> None:
+        self.costs.append((len(tree), timing.verify_s))
 
 
 def test_the_loop_reports_every_steps_size_and_time_to_the_sizer():
@@ -139,7 +139,7 @@ class SelfSizing(FixedDrafter):
 def test_a_self_sizing_drafter_sees_each_steps_corrected_curve_computed_once(monkeypatch):
     tree = DraftTree.chain(1, list(range(10, 15)), SPINE)
     inner = SelfSizing(tree)
-    auto = AutoBudget(_dip_at_12(), decay=1.0, in_run_cost=True)
+    auto = AutoBudget(_dip_at_12(), decay=1.0, settings=AutoBudgetSettings(in_run_cost=True))
     calls = []
     latencies = auto._latencies
     monkeypatch.setattr(auto, "_latencies", lambda n: calls.append(n) or latencies(n))

@@ -106,7 +106,8 @@ def test_missing_budget_profile_fails_before_the_model_loads(run):
 
 def test_budget_profile_makes_auto_runs_reproducible(tmp_path, run):
     """Two budget=auto runs with one saved latency table draft the same trees (same tokens,
-    forward calls and tree sizes), and every auto row records the table it used."""
+    forward calls and tree sizes), and every auto row records the table it used: with the gate and the
+    bookkeeping price off, which act on measured seconds (docs/performance.md)."""
     import json
 
     from goose.engine.budget.cost_model import LatencyTable
@@ -120,6 +121,8 @@ def test_budget_profile_makes_auto_runs_reproducible(tmp_path, run):
             "method=goose",
             "budget=auto",
             f"budget_profile={profile}",
+            "budget_gate=false",
+            "budget_price_bookkeeping=false",
             "bench.limit=2",
             "max_new_tokens=24",
             f"out_dir={out}",

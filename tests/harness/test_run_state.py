@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from baselines.token_recycling import TokenRecyclingDrafter
-from goose.engine.budget.auto_budget import AutoBudget
+from goose.engine.budget.auto_budget import AutoBudget, AutoBudgetSettings
 from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.core.sizing import Speculator
 from goose.harness.run_state import RunStateStore
@@ -28,7 +28,11 @@ LATENCY = LatencyTable(sizes=[1, 8, 64], seconds=[1.0, 1.1, 2.0])
 MAKERS = {
     "tr": lambda: TokenRecyclingDrafter(),
     "goose_persistent": lambda: GooseDrafter(name="goose_persistent", persistent_table=True),
-    "tr_auto": lambda: Speculator(TokenRecyclingDrafter(name="tr_auto"), AutoBudget(LATENCY)),
+    # the size rule alone: the gate and the bookkeeping price act on measured seconds, which no two runs share
+    "tr_auto": lambda: Speculator(
+        TokenRecyclingDrafter(name="tr_auto"),
+        AutoBudget(LATENCY, settings=AutoBudgetSettings(gate=None, price_bookkeeping=False)),
+    ),
 }
 
 

@@ -9,22 +9,29 @@ cell returns to its prior: otherwise a source that fails a few times is cut for 
 Beta-Bernoulli, Garivier & Moulines 2011; tests/engine/test_auto_budget.py). With `in_run_cost`, t(b) is
 the calibrated curve times (1 + r(b)), each size's correction from this run's measured steps
 (goose.engine.budget.in_run_cost). A drafter that `sizes_itself` is never cut; it gets t(n) instead.
+
+What a step costs beyond its forward is priced too (goose.engine.budget.draft_gate): with `price_bookkeeping`,
+t(b) for b > 1 carries o, the run's measured bookkeeping of a verified tree beyond an anchor's; with a `gate`,
+a step drafts only while the drafted steps' measured tokens per second beat an AR step's, else it is a plain
+AR step (no drafting) until a probe pays again.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from goose.engine.budget.cost_model import LatencyTable, at_kv, engine_latency
+from goose.engine.budget.draft_gate import DraftGate, DraftGateConfig, StepCost, TreeBookkeeping
 from goose.engine.budget.in_run_cost import InRunCost
 from goose.engine.core.acceptance import AcceptanceModel, Keys
 from goose.engine.core.drafter import Drafter, VerifyOutcome
-from goose.engine.core.sizing import Speculator, TreeSizer
+from goose.engine.core.sizing import Speculator, StepTiming, TreeSizer
 from goose.engine.core.tree import DraftTree
 from goose.engine.core.verifier import VerificationEngine
 
@@ -47,9 +54,21 @@ def prefix_tree(tree: DraftTree, b: int) -> DraftTree:
     return tree.subset([*range(b), *scratch])
 
 
+@dataclass(frozen=True)
+class AutoBudgetSettings:
+    """budget=auto's switches, the defaults of every run (conf/config.yaml names them budget_*): correct t(n)
+    by the run's measured forwards (`in_run_cost`), price a tree's measured bookkeeping (`price_bookkeeping`),
+    take plain AR steps while drafting does not pay (`gate`; None: always draft)."""
+
+    in_run_cost: bool = False
+    price_bookkeeping: bool = True
+    gate: DraftGateConfig | None = DraftGateConfig()
+
+
 class AutoBudget(TreeSizer):
     """budget=auto's sizer: verifies the prefix of each tree with the most expected tokens/s, the drafter
-    configured at its maximum budget. Adds stats auto_trees, auto_nodes_proposed / _verified, auto_cut_to_ar
+    configured at its maximum budget. Adds stats auto_trees, auto_nodes_proposed / _verified, auto_cut_to_ar,
+    with a gate gate_skipped / gate_probes / gate_probes_paid, with `price_bookkeeping` auto_bookkeeping_ms (o)
     and, with `in_run_cost`, auto_cost_drift (ē) and auto_cost_correction (size: r(n) for the sizes measured
     lately), as they stood when the prompt ended.
     """
@@ -64,7 +83,7 @@ class AutoBudget(TreeSizer):
         max_nodes: int | None = None,
         prior_strength: float = 2.0,
         decay: float = AUTO_DECAY,
-        in_run_cost: bool = False,
+        settings: AutoBudgetSettings | None = None,
     ) -> None:
         if min_nodes < 1 or (max_nodes is not None and max_nodes < min_nodes):
             raise ValueError(f"need 1 <= min_nodes <= max_nodes, got {min_nodes}, {max_nodes}")
@@ -72,10 +91,17 @@ class AutoBudget(TreeSizer):
         self.min_nodes = min_nodes
         self.max_nodes = max_nodes
         self.prior_strength = prior_strength
+        settings = AutoBudgetSettings() if settings is None else settings
+        self.settings = settings
         self.acceptance = AcceptanceModel(prior_strength, decay=decay)
-        self.in_run_cost = InRunCost(IN_RUN_PRIOR_STEPS, decay) if in_run_cost else None
+        self.in_run_cost = InRunCost(IN_RUN_PRIOR_STEPS, decay) if settings.in_run_cost else None
         self._kvs, self._curves = latency.curves(128)
         self._lat = self._curves[0]  # t(n) at the step's cache length (`_at_cache`)
+        gate = settings.gate
+        self.gate = None if gate is None else DraftGate(float(self._lat[0]), gate)
+        self.bookkeeping = TreeBookkeeping((gate or DraftGateConfig()).decay)
+        self.price_bookkeeping = settings.price_bookkeeping
+        self._o = 0.0  # o for this step (0 unless price_bookkeeping)
         self._kv = 0.0
         self._keys: Keys | None = None
         self._own: dict[str, int] = {}
@@ -83,12 +109,24 @@ class AutoBudget(TreeSizer):
         self._never_cut = False  # this prompt's drafter sizes itself
 
     def run_state(self) -> Any:
-        return {"acceptance": copy.deepcopy(self.acceptance), "in_run_cost": copy.deepcopy(self.in_run_cost)}
+        return copy.deepcopy(
+            {
+                "acceptance": self.acceptance,
+                "in_run_cost": self.in_run_cost,
+                "gate": self.gate,
+                "bookkeeping": self.bookkeeping,
+            }
+        )
 
     def restore_run_state(self, state: Any) -> None:
-        self.acceptance = copy.deepcopy(state["acceptance"])
+        state = copy.deepcopy(state)
+        self.acceptance = state["acceptance"]
         if self.in_run_cost is not None and state.get("in_run_cost") is not None:
-            self.in_run_cost = copy.deepcopy(state["in_run_cost"])
+            self.in_run_cost = state["in_run_cost"]
+        if self.gate is not None and state.get("gate") is not None:
+            self.gate = state["gate"]
+        if state.get("bookkeeping") is not None:
+            self.bookkeeping = state["bookkeeping"]
 
     def config(self) -> dict[str, Any]:
         return {
@@ -98,6 +136,12 @@ class AutoBudget(TreeSizer):
             "auto_prior_strength": self.prior_strength,
             "auto_decay": self.acceptance.decay,
             **({"auto_in_run_cost": True} if self.in_run_cost is not None else {}),
+            **(
+                {"auto_gate_decay": self.gate.config.decay, "auto_gate_max_skip": self.gate.config.max_skip}
+                if self.gate is not None
+                else {}
+            ),
+            **({"auto_price_bookkeeping": True} if self.price_bookkeeping else {}),
         }
 
     def _latencies(self, n: int) -> np.ndarray:
@@ -109,11 +153,11 @@ class AutoBudget(TreeSizer):
         return self._lat[:n] * (1.0 + self.in_run_cost.corrections(n))
 
     def step_latency(self, n: int) -> float:
-        """t(n) for this step, the curve (and its in-run corrections) evaluated once per step: what a drafter
-        that sizes itself gets (`Drafter.use_latency`)."""
+        """t(n) for this step, the curve (and its in-run corrections) evaluated once per step, plus o for
+        n > 1: what a drafter that sizes itself gets (`Drafter.use_latency`)."""
         if n > len(self._step_lat):
             self._step_lat = self._latencies(max(n, self._lat.shape[0])).tolist()
-        return self._step_lat[n - 1]
+        return self._step_lat[n - 1] + (self._o if n > 1 else 0.0)
 
     def _at_cache(self, committed: list[int]) -> None:
         """t(n) for this step: at the cache length (the committed tokens but the anchor) on a table
@@ -131,12 +175,17 @@ class AutoBudget(TreeSizer):
             return hi
         q = self.acceptance.path_probabilities(tree, keys)
         expected = np.cumsum(q)  # q_0 = 1 is the bonus token: expected tokens with b = 1..n nodes
-        rate = expected[:hi] / self._latencies(hi + scratch)[scratch:]
+        cost = self._latencies(hi + scratch)[scratch:].copy()
+        if hi + scratch > 1:  # every size but the anchor alone carries the tree's bookkeeping o
+            cost[max(1 - scratch, 0) :] += self._o
+        rate = expected[:hi] / cost
         lo = self.min_nodes - 1
         return lo + int(np.argmax(rate[lo:])) + 1
 
     def begin(self, drafter: Drafter) -> None:
         self._own = {"auto_trees": 0, "auto_nodes_proposed": 0, "auto_nodes_verified": 0, "auto_cut_to_ar": 0}
+        if self.gate is not None:
+            self.gate.begin()
         self._never_cut = drafter.sizes_itself
         if drafter.sizes_itself:
             drafter.use_latency(self.step_latency)
@@ -144,6 +193,10 @@ class AutoBudget(TreeSizer):
     def start_step(self, committed: list[int]) -> None:
         self._at_cache(committed)
         self._step_lat = []  # the cache length or the in-run corrections may have moved since
+        self._o = self.bookkeeping.seconds() if self.price_bookkeeping else 0.0
+
+    def drafts(self) -> bool:
+        return True if self.gate is None else self.gate.drafts()
 
     def size(self, tree: DraftTree) -> DraftTree:
         n = len(tree)
@@ -164,12 +217,28 @@ class AutoBudget(TreeSizer):
         self._keys = keys
         return tree
 
-    def observe(self, tree: DraftTree, outcome: VerifyOutcome, seconds: float) -> None:
-        if self._keys is not None and len(tree) > 1:
-            keys = self._keys if len(self._keys[0]) == len(tree) - 1 else self.acceptance.keys(tree)
+    def observe(self, tree: DraftTree, outcome: VerifyOutcome, timing: StepTiming) -> None:
+        n = len(tree)
+        if not timing.drafted:
+            self._keys = None
+        if self._keys is not None and n > 1:
+            keys = self._keys if len(self._keys[0]) == n - 1 else self.acceptance.keys(tree)
             self.acceptance.update(tree, keys, outcome.accepted_nodes)
-        self.acceptance.age()  # every step, the ones cut to the anchor included
-        self.observe_cost(len(tree), seconds)
+        self.acceptance.age()  # every step, the ones cut to the anchor and the gate's AR steps included
+        self.bookkeeping.observe(n, timing.update_s + timing.sizer_s)
+        if self.gate is not None:
+            if n > self._lat.shape[0]:
+                self._latencies(n)
+            cost = StepCost(
+                tokens=len(outcome.new_tokens),
+                seconds=timing.total_s,
+                verify_seconds=timing.verify_s,
+                predicted_verify=float(self._lat[n - 1]),
+                nodes=n,
+                drafted=timing.drafted,
+            )
+            self.gate.observe(cost)
+        self.observe_cost(n, timing.verify_s)
 
     def observe_cost(self, nodes: int, seconds: float) -> None:
         """A verification of `nodes` nodes took `seconds`: evidence for the in-run correction (if on)."""
@@ -180,6 +249,10 @@ class AutoBudget(TreeSizer):
 
     def end(self) -> dict[str, Any]:
         stats: dict[str, Any] = dict(self._own)
+        if self.gate is not None:
+            stats.update(self.gate.stats)
+        if self.price_bookkeeping:
+            stats["auto_bookkeeping_ms"] = round(1e3 * self.bookkeeping.seconds(), 4)
         if self.in_run_cost is not None:
             cost = self.in_run_cost
             seen = cost.steps_seen(cost.weight.shape[0])

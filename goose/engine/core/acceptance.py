@@ -6,13 +6,16 @@ accepted path was reached; reached and accepted counts are Beta-smoothed toward 
 every step (discounted Beta-Bernoulli, Garivier & Moulines 2011), so a cell that stops being seen returns to
 its prior instead of keeping a few early failures for good (tests/engine/test_auto_budget.py).
 `DecayedCounts` is the counting and forgetting; `AcceptanceModel` the cells (source, depth, sibling rank) and
-prior of budget=auto and OPT-Tree; hw_tree keeps its own cells and two-level prior on the same counts.
+prior of budget=auto and OPT-Tree; hw_tree keeps its own cells and two-level prior on the same counts. The
+prior is set by hand unless a calibrated one is given (goose.engine.core.acceptance_prior: made offline on
+prompts the protocol does not use, so that a fresh process's first prompt is sized as a learnt run's).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from goose.engine.core.acceptance_prior import HAND, PriorTable
 from goose.engine.core.tree import SPINE, DraftTree
 
 MAX_DEPTH_BUCKET = 16
@@ -32,6 +35,15 @@ class DecayedCounts:
         self.decay = decay
         self.reached = np.zeros(shape)
         self.accepted = np.zeros(shape)
+        self.total_reached: np.ndarray | None = None  # see `keep_totals`
+        self.total_accepted: np.ndarray | None = None
+
+    def keep_totals(self) -> None:
+        """From now on also count every observation into `total_reached` / `total_accepted`, never decayed nor
+        halved: the evidence a calibration run writes into a prior file (experiments/calibrate_priors.py;
+        decayed counts at a run's end hold mostly its last prompt)."""
+        self.total_reached = np.zeros_like(self.reached)
+        self.total_accepted = np.zeros_like(self.accepted)
 
     def age(self) -> None:
         """One step passes: every count is multiplied by `decay`."""
@@ -43,12 +55,20 @@ class DecayedCounts:
         """One count per listed cell (index arrays, a cell listed twice counts twice), in order."""
         np.add.at(self.reached, reached, 1.0)
         np.add.at(self.accepted, accepted, 1.0)
+        if self.total_reached is not None and self.total_accepted is not None:
+            np.add.at(self.total_reached, reached, 1.0)
+            np.add.at(self.total_accepted, accepted, 1.0)
 
 
 class AcceptanceModel(DecayedCounts):
-    """r(key) = P(node accepted | parent accepted) per (source, depth, sibling rank), Beta-smoothed: prior
-    `spine_prior` for the spine, `branch_prior` / (rank + 1) otherwise, worth `prior_strength` observations;
-    a cell reached more than `cap` times has both counts halved."""
+    """r(key) = P(node accepted | parent accepted) per (source, depth, sibling rank), Beta-smoothed: by hand,
+    prior `spine_prior` for the spine, `branch_prior` / (rank + 1) otherwise, worth `prior_strength`
+    observations; with a calibrated `prior` (goose.engine.core.acceptance_prior.load_prior(model,
+    "auto_budget" or "opt_tree", method)) its mean and strength where it has them, the hand prior elsewhere;
+    `prior_name` says which ran ("hand" or the prior's name). A cell reached more than `cap` times has both
+    counts halved."""
+
+    SHAPE = (NUM_SOURCES, MAX_DEPTH_BUCKET + 1, MAX_RANK_BUCKET + 1)
 
     def __init__(
         self,
@@ -57,17 +77,33 @@ class AcceptanceModel(DecayedCounts):
         branch_prior: float = 0.35,
         cap: float = 256.0,
         decay: float = 1.0,
+        prior: PriorTable | None = None,
     ):
         if prior_strength <= 0 or cap <= 0:
             raise ValueError("prior_strength and cap must be positive")
-        shape = (NUM_SOURCES, MAX_DEPTH_BUCKET + 1, MAX_RANK_BUCKET + 1)
-        super().__init__(shape, decay)
-        ranks = np.arange(MAX_RANK_BUCKET + 1, dtype=np.float64)
-        prior = np.broadcast_to(branch_prior / (ranks + 1.0), shape).copy()
-        prior[SPINE] = spine_prior
-        self.prior_alpha = prior * prior_strength
-        self.prior_beta = (1.0 - prior) * prior_strength
+        super().__init__(self.SHAPE, decay)
+        mean: np.ndarray = self.hand_prior(spine_prior, branch_prior)
+        strength: np.ndarray | float = prior_strength
+        self.prior_name = HAND
+        if prior is not None:
+            mean, strength = prior.over(mean, prior_strength)
+            self.prior_name = prior.name
+        self.prior_alpha = mean * strength
+        self.prior_beta = (1.0 - mean) * strength
         self.cap = cap
+
+    @classmethod
+    def hand_prior(cls, spine_prior: float = 0.6, branch_prior: float = 0.35) -> np.ndarray:
+        """The hand prior's mean per cell: `spine_prior` for the spine, `branch_prior` / (rank + 1) otherwise."""
+        ranks = np.arange(MAX_RANK_BUCKET + 1, dtype=np.float64)
+        prior = np.broadcast_to(branch_prior / (ranks + 1.0), cls.SHAPE).copy()
+        prior[SPINE] = spine_prior
+        return prior
+
+    def cell_prior(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, strength) per cell of the prior the counts are smoothed toward."""
+        strength = self.prior_alpha + self.prior_beta
+        return self.prior_alpha / strength, strength
 
     def keys(self, tree: DraftTree) -> Keys:
         """(source, depth bucket, rank bucket) of nodes 1..n-1, rank = insertion order among

@@ -2,9 +2,10 @@
 
 τ = generated tokens / target forward calls, the prefill counted as one call (docs/paper.md, Definitions).
 Between `propose` and `verify` the run's `TreeSizer` sizes the tree (budget=fixed: as proposed; budget=auto:
-goose.engine.budget.auto_budget). Wall time starts before the prefill and before `drafter.begin`. A step's
-time splits into draft (propose and sizing), forward (up to the host sync), walk (walk, stop rules,
-compaction) and update (what the drafter and the sizer learn).
+goose.engine.budget.auto_budget), whose gate may take a step without drafting: the anchor alone is verified
+and the drafter hears of it through `observe_plain` (route "ar"). Wall time starts before the prefill and before
+`drafter.begin`. A step's time splits into draft (propose and sizing), forward (up to the host sync), walk
+(walk, stop rules, compaction) and update (what the drafter and the sizer learn).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from goose.engine.core.draft_forward import DraftForward
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.sampling import GREEDY, SamplingParams
-from goose.engine.core.sizing import TreeSizer
+from goose.engine.core.sizing import StepTiming, TreeSizer
 from goose.engine.core.tree import DRAFT_SOURCES, SOURCE_NAMES, DraftTree
 from goose.engine.core.verifier import VerificationEngine, sync_clock
 
@@ -42,6 +43,7 @@ class StepRecord:
     depth_accepted: list[int] = field(default_factory=list)
     rank_offered: list[int] = field(default_factory=list)
     rank_accepted: list[int] = field(default_factory=list)
+    drafted: bool = True  # False: the sizer took a plain AR step (no propose; budget=auto's gate)
 
 
 SHAPE_FIELDS = ("depth_offered", "depth_accepted", "rank_offered", "rank_accepted")
@@ -189,6 +191,7 @@ def generate(
     eos = set(engine.eos_token_ids)
     forward_calls = 1
     stop = "max_new_tokens"
+    sizer_s = 0.0  # the sizer's observe of the step before, charged to the next step's timing
     while len(output) < max_new_tokens:
         if output[-1] in eos:
             stop = "eos"
@@ -203,19 +206,28 @@ def generate(
         # a drafter that `verifies_full_tree` is cut to the window only.
         depth = room if drafter.verifies_full_tree else min(room, budget - 1)
         sizer.start_step(committed)
-        proposed = drafter.propose(committed)
-        sized = sizer.size(proposed)
-        route = drafter.route if len(sized) > 1 or len(proposed) == 1 else "ar"  # cut to the anchor: AR
-        tree = sized.truncate_depth(depth)
+        drafted = sizer.drafts()
+        if drafted:
+            proposed = drafter.propose(committed)
+            sized = sizer.size(proposed)
+            route = drafter.route if len(sized) > 1 or len(proposed) == 1 else "ar"  # cut to the anchor: AR
+            tree = sized.truncate_depth(depth)
+        else:
+            tree, route = DraftTree.single(committed[-1]), "ar"
         t1 = _clock(device)
         outcome = engine.verify(tree, budget=budget)
         t2 = _clock(device)
-        drafter.observe(tree, outcome)
-        sizer.observe(tree, outcome, t2 - t1)
+        if drafted:
+            drafter.observe(tree, outcome)
+        else:
+            drafter.observe_plain(committed, outcome)
+        t_update = _clock(device)
+        sizer.observe(tree, outcome, StepTiming(t1 - t0, t2 - t1, t_update - t2, sizer_s, drafted))
         t3 = _clock(device)
+        sizer_s = t3 - t_update
         forward_calls += 1
-        drafted = tree.sources[: tree.acceptable]  # node 0 is ROOT; nodes past accept_limit are no drafts
-        offered = {SOURCE_NAMES[s]: drafted.count(s) for s in DRAFT_SOURCES}
+        draft_sources = tree.sources[: tree.acceptable]  # node 0 is ROOT; nodes past accept_limit are no drafts
+        offered = {SOURCE_NAMES[s]: draft_sources.count(s) for s in DRAFT_SOURCES}
         path_sources = [tree.sources[node] for node in outcome.accepted_nodes[1:]]
         accepted = {SOURCE_NAMES[s]: path_sources.count(s) for s in DRAFT_SOURCES}
         record = StepRecord(
@@ -230,6 +242,7 @@ def generate(
             update_s=t3 - t2,
             forward_s=min(engine.last_forward_s, t2 - t1),
             walk_s=max(t2 - t1 - engine.last_forward_s, 0.0),
+            drafted=drafted,
             # drafted nodes only: those past accept_limit (Lookahead's Jacobi nodes) are never drafts
             **shape_counts(tree.parents[: tree.acceptable], outcome.accepted_nodes),
         )

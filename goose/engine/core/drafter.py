@@ -5,6 +5,7 @@ Hydra or W&B; the decode loop calls it in this order:
     drafter.use_draft_forward(draft_forward)    after the prefill, if needs_draft_forward
     drafter.begin(prompt_ids, prefill_logits)   after the prefill ([P, V] if needs_prefill_logits)
     loop: tree = drafter.propose(committed); outcome = engine.verify(tree); drafter.observe(tree, outcome)
+          or, on a step the sizer takes without drafting: outcome = engine.verify(anchor); drafter.observe_plain(...)
     drafter.end()
 
 Between `propose` and `verify` the loop's `TreeSizer` (goose.engine.core.sizing) may cut the tree; what the
@@ -82,6 +83,13 @@ class Drafter:
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """Learn from the verification of `tree` (default: nothing)."""
+
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+        """A step taken without drafting (budget=auto's gate): `propose` was not called, the anchor
+        committed[-1] alone was verified, `outcome` is its verification. Committed tokens may thus grow by
+        several steps between two `propose` calls; a drafter that logs them in `observe` logs them here, one
+        that learns from the verified logits may learn from the anchor's (default: nothing; it must stay
+        cheap, it is the price of an AR step)."""
 
     def use_draft_forward(self, draft_forward: Any) -> None:
         """The engine's skipped forward over this prompt's cache (a `DraftForward`), before `begin`; called

@@ -3,8 +3,9 @@ and `engine.verify`, beside the drafter rather than around it.
 
 The paper fixes the budget B, so the default `TreeSizer` verifies every tree as proposed (budget=fixed).
 budget=auto's policy (goose.engine.budget.auto_budget.AutoBudget) cuts each tree to the prefix of b nodes
-that maximises E[committed | b] / t(b), learning r from what it observes. A `Speculator` is what one run
-speculates with: a drafter and its sizer, whose config and cross-prompt state are both parts'.
+that maximises E[committed | b] / t(b), learning r from what it observes, and its gate
+(goose.engine.budget.draft_gate) may take a step without drafting at all (`drafts`). A `Speculator` is what
+one run speculates with: a drafter and its sizer, whose config and cross-prompt state are both parts'.
 """
 
 from __future__ import annotations
@@ -16,12 +17,32 @@ from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.tree import DraftTree
 
 
+@dataclass(frozen=True)
+class StepTiming:
+    """One step's seconds as the decode loop measured them: drafting and sizing (`draft_s`), verification
+    (`verify_s`: forward and walk), the drafter's `observe` or `skip` (`update_s`), the sizer's own `observe`
+    of the step before (`sizer_s`); `drafted`: whether `propose` ran."""
+
+    draft_s: float
+    verify_s: float
+    update_s: float = 0.0
+    sizer_s: float = 0.0
+    drafted: bool = True
+
+    @property
+    def total_s(self) -> float:
+        """The whole step, the sizer's bookkeeping included."""
+        return self.draft_s + self.verify_s + self.update_s + self.sizer_s
+
+
 class TreeSizer:
     """Sizes each step's tree; this base verifies it whole (budget=fixed). The decode loop calls, per prompt:
 
         sizer.begin(drafter)                       before drafter.begin
-        loop: sizer.start_step(committed); tree = sizer.size(drafter.propose(committed)); verify;
-              drafter.observe(tree, outcome); sizer.observe(tree, outcome, seconds)
+        loop: sizer.start_step(committed)
+              if sizer.drafts(): tree = sizer.size(drafter.propose(committed)); verify; drafter.observe(...)
+              else:              tree = the anchor alone;                        verify; drafter.observe_plain(...)
+              sizer.observe(tree, outcome, timing)
         stats = sizer.end()                        after drafter.end, merged into the row's drafter stats
 
     A drafter that `sizes_itself` is never cut: a sizer may only hand it t(n) (`Drafter.use_latency`). A step
@@ -41,12 +62,16 @@ class TreeSizer:
     def start_step(self, committed: list[int]) -> None:
         """A step starts, before `drafter.propose(committed)` (committed[-1] = the anchor)."""
 
+    def drafts(self) -> bool:
+        """Whether this step drafts; False: a plain AR step, `propose` not called (fixed: always drafts)."""
+        return True
+
     def size(self, tree: DraftTree) -> DraftTree:
         """The part of the proposed `tree` to verify: an ancestor-closed prefix (fixed: all of it)."""
         return tree
 
-    def observe(self, tree: DraftTree, outcome: VerifyOutcome, seconds: float) -> None:
-        """The verified `tree` (after the loop's depth cut), its outcome and its verification's seconds."""
+    def observe(self, tree: DraftTree, outcome: VerifyOutcome, timing: StepTiming) -> None:
+        """The verified `tree` (after the loop's depth cut), its outcome and the step's seconds."""
 
     def end(self) -> dict[str, Any]:
         """The prompt ends: the sizer's stats for its row (fixed: none)."""

@@ -1,0 +1,141 @@
+"""Whether a step drafts at all (budget=auto, a harness extension): a drafted step or a plain AR step.
+
+A drafted step costs everything it does beyond AR's step: the drafting, a wider verification forward, the
+walk, the drafter's and the sizer's bookkeeping. Its gain is the tokens it commits. The gate keeps, over the
+drafted steps, decayed sums of tokens committed G and of wall seconds C (the whole step, as the decode loop
+measured it), and c_ar, the seconds of an AR step: the decayed mean over the steps it skipped (whole step)
+and over drafted steps that verified the anchor alone (their verification only); until one is measured, the
+calibrated t(1) times the run's measured / calibrated ratio of verification seconds. Drafting pays while
+G / C ≥ 1 / c_ar, i.e. G · c_ar ≥ C.
+
+When it does not pay, the next k steps are plain AR steps: no `propose`, no `observe` (the drafter hears of
+them through `Drafter.observe_plain`); then one probe, a drafted step. A probe that pays on its own (its tokens ·
+c_ar ≥ its seconds) returns to drafting, the sums restarted from it; one that does not doubles k, up to
+`max_skip`. A prompt starts drafting (its context is new). Where drafts keep failing, trying costs one
+probe per max_skip + 1 steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from goose.validation import check_float, check_int
+
+
+@dataclass(frozen=True)
+class DraftGateConfig:
+    """The gate's settings: `decay` of G, C and c_ar per step observed, skips of 1, 2, 4, ... `max_skip` steps."""
+
+    decay: float = 0.8
+    max_skip: int = 16
+
+    def __post_init__(self) -> None:
+        check_float("budget_gate_decay", self.decay, 0.0, 1.0, why="the gate's per-step forgetting")
+        if self.decay == 0.0:
+            raise ValueError("budget_gate_decay = 0.0: must be in (0, 1] (the gate's per-step forgetting)")
+        check_int("budget_gate_max_skip", self.max_skip, 1, 4096, why="the longest run of AR steps between probes")
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One step as the gate sees it: tokens committed, the whole step's seconds, its verification's seconds and
+    the calibrated t(nodes) of that verification, the verified tree's size, and whether the step drafted."""
+
+    tokens: int
+    seconds: float
+    verify_seconds: float
+    predicted_verify: float
+    nodes: int
+    drafted: bool
+
+
+class DraftGate:
+    """Draft or take a plain AR step (module docstring): `drafts()` before each step, `observe` after it."""
+
+    def __init__(self, t1: float, config: DraftGateConfig | None = None) -> None:
+        if not t1 > 0:
+            raise ValueError(f"t1 = {t1!r}: the calibrated seconds of an anchor-only step must be > 0")
+        self.config = config or DraftGateConfig()
+        self.t1 = t1
+        self._ar = [0.0, 0.0]  # decayed seconds and count of measured AR steps
+        self._ratio = [0.0, 0.0]  # decayed measured and calibrated verification seconds
+        self.gain = 0.0  # G
+        self.cost = 0.0  # C
+        self.skip_left = 0  # AR steps before the next probe
+        self.skip_len = 0  # k, the length of the last skip (0: drafting)
+        self.probing = False  # the step under way is a probe
+        self.stats: dict[str, Any] = {}
+        self.begin()
+
+    def begin(self) -> None:
+        """A prompt starts: draft from its first step (its context is new); c_ar is kept."""
+        self.gain = self.cost = 0.0
+        self.skip_left = self.skip_len = 0
+        self.probing = False
+        self.stats = {"gate_skipped": 0, "gate_probes": 0, "gate_probes_paid": 0}
+
+    def ar_seconds(self) -> float:
+        """c_ar: measured AR steps, else the calibrated t(1) scaled by the run's measured / calibrated ratio."""
+        if self._ar[1] > 0:
+            return self._ar[0] / self._ar[1]
+        return self.t1 * (self._ratio[0] / self._ratio[1] if self._ratio[1] > 0 else 1.0)
+
+    def drafts(self) -> bool:
+        """Whether this step drafts (a skipped step is counted here)."""
+        if self.skip_left > 0:
+            self.skip_left -= 1
+            self.stats["gate_skipped"] += 1
+            return False
+        self.probing = self.skip_len > 0
+        self.stats["gate_probes"] += int(self.probing)
+        return True
+
+    def _decayed_add(self, pair: list[float], value: float, weight: float = 1.0) -> None:
+        pair[0] = pair[0] * self.config.decay + value
+        pair[1] = pair[1] * self.config.decay + weight
+
+    def observe(self, step: StepCost) -> None:
+        """A step ended: learn c_ar and the forward ratio, G and C from drafted steps; decide what follows."""
+        self._decayed_add(self._ratio, step.verify_seconds, step.predicted_verify)
+        if not step.drafted:
+            self._decayed_add(self._ar, step.seconds)
+            return
+        if step.nodes == 1:
+            self._decayed_add(self._ar, step.verify_seconds)
+        c_ar = self.ar_seconds()
+        if self.probing:
+            self.probing = False
+            if step.tokens * c_ar >= step.seconds:
+                self.stats["gate_probes_paid"] += 1
+                self.gain, self.cost, self.skip_len = float(step.tokens), step.seconds, 0
+            else:
+                self.skip_len = self.skip_left = min(2 * self.skip_len, self.config.max_skip)
+            return
+        self.gain = self.gain * self.config.decay + step.tokens
+        self.cost = self.cost * self.config.decay + step.seconds
+        if self.gain * c_ar < self.cost:
+            self.skip_len = self.skip_left = 1
+
+
+class TreeBookkeeping:
+    """o: the seconds a step that verified a tree (n > 1) spends after its verification (the drafter's
+    `observe`, the sizer's own) beyond what a step that verified the anchor alone spends, as decayed means
+    measured in the run, floored at 0. budget=auto's size rule adds it to t(b) for b > 1: a node less is
+    not worth the tree's bookkeeping when it would leave the anchor alone."""
+
+    def __init__(self, decay: float) -> None:
+        self.decay = decay
+        self._tree = [0.0, 0.0]
+        self._anchor = [0.0, 0.0]
+
+    def observe(self, nodes: int, seconds: float) -> None:
+        pair = self._tree if nodes > 1 else self._anchor
+        pair[0] = pair[0] * self.decay + seconds
+        pair[1] = pair[1] * self.decay + 1.0
+
+    def seconds(self) -> float:
+        if self._tree[1] == 0.0:
+            return 0.0
+        anchor = self._anchor[0] / self._anchor[1] if self._anchor[1] > 0 else 0.0
+        return max(self._tree[0] / self._tree[1] - anchor, 0.0)

@@ -1,0 +1,286 @@
+"""budget=auto's gate (goose.engine.budget.draft_gate): when a step drafts at all, and what skipping costs.
+
+- The gate's decisions on hand-fed steps, exact: G · c_ar ≥ C with decayed sums, skips of 1, 2, 4, ...
+  max_skip while probes fail, back to drafting when one pays; c_ar from measured AR steps, else t(1) times
+  the run's measured / calibrated ratio.
+- The tree's bookkeeping o, exact, and the size rule it changes.
+- The decode loop: a skipped step calls neither `propose` nor `observe`, verifies the anchor alone, and
+  tells the drafter through `observe_plain`; every method's output under random skips is AR's; drafters that log
+  committed tokens hold all of them after a gated prompt.
+- The run config's budget_gate and budget_price_bookkeeping reach the sizer and change what it computes.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from goose.engine.budget.auto_budget import AutoBudget, AutoBudgetSettings
+from goose.engine.budget.cost_model import LatencyTable
+from goose.engine.budget.draft_gate import DraftGate, DraftGateConfig, StepCost, TreeBookkeeping
+from goose.engine.core.decode import generate
+from goose.engine.core.drafter import ARDrafter, Drafter, VerifyOutcome
+from goose.engine.core.sizing import StepTiming, TreeSizer
+from goose.engine.core.tree import SPINE, DraftTree
+from goose.engine.forward.choose import verification_engine
+from goose.harness.compose import auto_budget_settings
+from goose.harness.config_schema import register
+from tests.conftest import ROOT
+from tests.tiny_models import VOCAB, tiny_model
+from tests.toy_harness import one_thread  # noqa: F401
+
+
+def drafted(tokens: int, seconds: float, nodes: int = 4) -> StepCost:
+    """A drafted step whose forward took what the curve said (1 s): c_ar stays t1 = 1 s until measured."""
+    return StepCost(tokens, seconds, 1.0, 1.0, nodes, drafted=True)
+
+
+def skipped(seconds: float) -> StepCost:
+    return StepCost(1, seconds, seconds, 1.0, 1, drafted=False)
+
+
+def run_gate(gate: DraftGate, steps: list[StepCost | None]) -> list[bool]:
+    """Feed `steps` (None: whatever the gate decided, a skipped step of 1 s) and return its decisions."""
+    decisions = []
+    for step in steps:
+        d = gate.drafts()
+        decisions.append(d)
+        gate.observe(step if d else skipped(1.0))
+    return decisions
+
+
+def test_drafting_continues_while_the_decayed_tokens_per_second_beat_an_ar_step():
+    gate = DraftGate(t1=1.0, config=DraftGateConfig(decay=0.5))
+    assert run_gate(gate, [drafted(3, 1.5), drafted(1, 1.2)]) == [True, True]
+    assert gate.gain == 2.5 and gate.cost == pytest.approx(1.95, abs=1e-12)  # 3 * .5 + 1, 1.5 * .5 + 1.2
+    assert gate.ar_seconds() == 1.0 and gate.skip_left == 0  # 2.5 * 1.0 >= 1.95: keep drafting
+    gate.drafts()
+    gate.observe(drafted(1, 1.3))  # G = 2.25 < C = 2.275: the next step is a plain AR step
+    assert gate.gain == 2.25 and gate.cost == pytest.approx(2.275, abs=1e-12)
+    assert (gate.skip_left, gate.skip_len) == (1, 1)
+    assert gate.drafts() is False and gate.drafts() is True and gate.probing
+
+
+def test_failed_probes_double_the_skip_up_to_max_skip_and_a_paying_probe_returns_to_drafting():
+    gate = DraftGate(t1=1.0, config=DraftGateConfig(decay=0.5, max_skip=4))
+    gate.observe(skipped(1.0))  # c_ar = 1.0 s, measured
+    fail = drafted(1, 1.2)
+    # 1 failing step -> skip 1, probe fails -> skip 2, -> 4, -> 4 (max_skip), then a paying probe
+    plan = [fail, None, fail, None, None, fail, *[None] * 4, fail, *[None] * 4, drafted(2, 1.5), fail]
+    decisions = run_gate(gate, plan)
+    assert decisions == [True, False, True, False, False, True, *[False] * 4, True, *[False] * 4, True, True]
+    assert gate.stats == {"gate_skipped": 11, "gate_probes": 4, "gate_probes_paid": 1}
+    # the paying probe restarted the sums: G = 2 * 0.5 + 1, C = 1.5 * 0.5 + 1.2 -> 2 * c_ar >= 1.95 pays
+    assert gate.gain == 2.0 and gate.cost == pytest.approx(1.95, abs=1e-12) and gate.skip_left == 0
+
+
+def test_a_prompt_starts_drafting_and_keeps_c_ar():
+    gate = DraftGate(t1=1.0, config=DraftGateConfig(decay=0.5, max_skip=4))
+    run_gate(gate, [drafted(1, 3.0), None])
+    assert gate.skip_left == 0 and gate.skip_len == 1
+    gate.begin()
+    assert gate.skip_len == 0 and gate.drafts() and not gate.probing
+    assert gate.ar_seconds() == 1.0 and gate.stats == {"gate_skipped": 0, "gate_probes": 0, "gate_probes_paid": 0}
+
+
+def test_c_ar_comes_from_ar_steps_else_t1_times_the_measured_ratio():
+    gate = DraftGate(t1=2.0, config=DraftGateConfig(decay=0.5))
+    assert gate.ar_seconds() == 2.0  # nothing measured: the calibrated t(1)
+    gate.observe(StepCost(3, 5.0, 3.0, 2.0, 4, drafted=True))  # forwards run 1.5x the curve
+    assert gate.ar_seconds() == 3.0
+    gate.observe(StepCost(1, 9.0, 2.5, 2.0, 1, drafted=True))  # a drafted anchor-only step: its verification
+    assert gate.ar_seconds() == 2.5
+    gate.observe(StepCost(1, 1.5, 1.4, 2.0, 1, drafted=False))  # a skipped step: the whole step
+    assert gate.ar_seconds() == pytest.approx((2.5 * 0.5 + 1.5) / 1.5, abs=1e-12)
+
+
+def test_the_gate_config_names_the_field_and_range():
+    with pytest.raises(ValueError, match=r"budget_gate_decay = 1.5: must be a number in \[0.0, 1.0\]"):
+        DraftGateConfig(decay=1.5)
+    with pytest.raises(ValueError, match=r"budget_gate_decay = 0.0"):
+        DraftGateConfig(decay=0.0)
+    with pytest.raises(ValueError, match=r"budget_gate_max_skip = 0: must be an integer in \[1, 4096\]"):
+        DraftGateConfig(max_skip=0)
+    with pytest.raises(ValueError, match="t1"):
+        DraftGate(t1=0.0)
+
+
+def test_bookkeeping_is_a_trees_measured_update_beyond_an_anchors():
+    book = TreeBookkeeping(decay=0.5)
+    assert book.seconds() == 0.0
+    book.observe(5, 0.004)
+    assert book.seconds() == 0.004  # no anchor-only step yet: all of it
+    book.observe(1, 0.001)
+    book.observe(3, 0.002)
+    assert book.seconds() == pytest.approx((0.004 * 0.5 + 0.002) / 1.5 - 0.001, abs=1e-15)
+    book.observe(1, 0.010)
+    assert book.seconds() == 0.0  # floored: a tree never costs less than an anchor
+
+
+SPINE4 = DraftTree.chain(0, [10, 11, 12, 13], SPINE)
+LINEAR = LatencyTable(sizes=[1, 128], seconds=[1.0, 128.0 * 0.1 + 0.9])  # t(n) = 0.9 + 0.1 n
+
+
+def test_priced_bookkeeping_changes_the_size_rule_exactly():
+    """E(b) = 1, 1.6, 1.96, 2.176, 2.3056 (spine prior 0.6), t(b) = 1.0 .. 1.4. o = 0: the best rate is
+    2.176 / 1.3 (b* = 4); o = 0.5 s: 2.3056 / 1.9 beats 2.176 / 1.8 (b* = 5); o = 2 s: the anchor alone
+    (1 / 1.0) beats every tree (2.3056 / 3.4)."""
+    chosen = {}
+    for o in (0.0, 0.5, 2.0):
+        sizer = AutoBudget(LINEAR, settings=AutoBudgetSettings(gate=None, price_bookkeeping=True))
+        sizer.bookkeeping.observe(5, o)
+        sizer.start_step([1, 2, 3])
+        chosen[o] = sizer.choose(SPINE4, sizer.acceptance.keys(SPINE4))
+    assert chosen == {0.0: 4, 0.5: 5, 2.0: 1}
+    off = AutoBudget(LINEAR, settings=AutoBudgetSettings(gate=None, price_bookkeeping=False))
+    off.bookkeeping.observe(5, 2.0)  # measured, not priced
+    off.start_step([1, 2, 3])
+    assert off.choose(SPINE4, off.acceptance.keys(SPINE4)) == 4
+    assert sizer.step_latency(1) == 1.0 and sizer.step_latency(3) == pytest.approx(1.2 + 2.0, abs=1e-12)
+
+
+class Counting(Drafter):
+    """Proposes a chain of `token` (not one the tiny model predicts here), taking `draft_s` seconds to draft
+    it; counts propose / observe / skip."""
+
+    def __init__(self, draft_s: float = 0.0) -> None:
+        super().__init__(name="counting")
+        self.calls = {"propose": 0, "observe": 0, "skip": 0}
+        self.draft_s = draft_s
+
+    def propose(self, committed):
+        self.calls["propose"] += 1
+        time.sleep(self.draft_s)
+        self.route = "chain"
+        return DraftTree.chain(committed[-1], [VOCAB - 1] * 3, SPINE)
+
+    def observe(self, tree, outcome):
+        self.calls["observe"] += 1
+
+    def observe_plain(self, committed, outcome):
+        self.calls["skip"] += 1
+        assert isinstance(outcome, VerifyOutcome) and outcome.logits.shape[0] == 1
+
+
+class EveryOther(TreeSizer):
+    """Drafts on even steps only."""
+
+    def __init__(self) -> None:
+        self.step = -1
+        self.timings: list[StepTiming] = []
+
+    def drafts(self) -> bool:
+        self.step += 1
+        return self.step % 2 == 0
+
+    def observe(self, tree, outcome, timing):
+        self.timings.append(timing)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return verification_engine(tiny_model("llama", seed=3), eos_token_ids=(), context_length=256)
+
+
+def test_a_skipped_step_verifies_the_anchor_and_tells_the_drafter(engine):
+    drafter, sizer = Counting(), EveryOther()
+    gen = generate(engine, drafter, list(range(5, 15)), 9, sizer=sizer)
+    assert gen.output_ids == generate(engine, ARDrafter(), list(range(5, 15)), 9).output_ids
+    steps = len(gen.steps)
+    assert drafter.calls == {"propose": (steps + 1) // 2, "observe": (steps + 1) // 2, "skip": steps // 2}
+    assert [t.drafted for t in sizer.timings] == [i % 2 == 0 for i in range(steps)]
+    assert [s.tree_size for s in gen.steps[1::2]] == [1] * (steps // 2)
+    assert {s.route for s in gen.steps[1::2]} == {"ar"}
+    assert all(t.verify_s > 0 and t.draft_s >= 0 for t in sizer.timings)
+    assert sizer.timings[0].sizer_s == 0.0  # the first step has no sizer observe before it
+
+
+def test_the_gate_stops_drafting_when_drafts_fail(engine):
+    """A drafter whose chains are never accepted and cost 5 ms to draft: 39 steps (40 tokens) draft at steps
+    0, 2, 5, 10, 19 and 36 (skips of 1, 2, 4, 8, 16 after failed probes) and are plain AR steps otherwise."""
+    prompt = list(range(5, 15))
+    assert VOCAB - 1 not in generate(engine, ARDrafter(), prompt, 40).output_ids  # the chains always fail
+    table = LatencyTable(sizes=[1, 128], seconds=[1e-3, 1e-3])  # flat: the size rule keeps the whole chain
+    runs = {}
+    for gate in (None, DraftGateConfig()):
+        drafter = Counting(draft_s=5e-3)
+        sizer = AutoBudget(table, settings=AutoBudgetSettings(gate=gate, price_bookkeeping=False))
+        gen = generate(engine, drafter, prompt, 40, sizer=sizer)
+        assert len(gen.steps) == 39
+        runs[gate is not None] = (drafter.calls, {k: v for k, v in gen.drafter_stats.items() if "gate" in k})
+    assert runs[False] == ({"propose": 39, "observe": 39, "skip": 0}, {})
+    assert runs[True] == (
+        {"propose": 6, "observe": 6, "skip": 33},
+        {"gate_skipped": 33, "gate_probes": 5, "gate_probes_paid": 0},
+    )
+
+
+def drafter_of(method: str) -> Drafter:
+    register()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose(config_name="config", overrides=[f"method={method}"])
+    return instantiate(cfg.method.drafter, _convert_="all")
+
+
+class RandomGate(TreeSizer):
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def drafts(self) -> bool:
+        return self.rng.random() < 0.5
+
+
+# Methods that read something the tiny random model cannot give (REST: a datastore in a real tokenizer's ids).
+NEEDS_REAL_MODEL = {"rest"}
+METHODS = sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml") if p.stem not in NEEDS_REAL_MODEL)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_under_random_skips_gives_ar_output(engine, method):
+    gen = torch.Generator().manual_seed(7)
+    base = torch.randint(0, VOCAB - 1, (8,), generator=gen).tolist()
+    prompt = base * 3  # repetitive: drafts get accepted between the skips
+    expected = generate(engine, ARDrafter(), prompt, 32).output_ids
+    for seed in (0, 1):
+        out = generate(engine, drafter_of(method), prompt, 32, sizer=RandomGate(seed))
+        assert out.output_ids == expected, (method, seed)
+        assert 0 < sum(s.route == "ar" for s in out.steps)
+
+
+@pytest.mark.parametrize("method", ["suffix", "suffix_global", "hw_tree"])
+def test_a_drafter_that_logs_committed_tokens_holds_all_of_them_after_skips(engine, method):
+    drafter = drafter_of(method)
+    prompt = list(range(5, 15)) * 2
+    gen = generate(engine, drafter, prompt, 24, sizer=RandomGate(3))
+    suffix = drafter if method.startswith("suffix") else drafter.suffix_source
+    assert suffix._synced == len(prompt) + len(gen.output_ids)
+
+
+def test_the_run_config_switches_reach_the_sizer():
+    from omegaconf import OmegaConf
+
+    default = auto_budget_settings(OmegaConf.create({}))
+    assert default == AutoBudgetSettings() and default.gate == DraftGateConfig() and default.price_bookkeeping
+    off = auto_budget_settings(OmegaConf.create({"budget_gate": False, "budget_price_bookkeeping": False}))
+    assert off.gate is None and not off.price_bookkeeping
+    sizer = AutoBudget(LINEAR, settings=off)
+    assert sizer.gate is None and all(sizer.drafts() for _ in range(5))
+    assert "auto_gate_decay" not in sizer.config() and "auto_price_bookkeeping" not in sizer.config()
+    on = AutoBudget(LINEAR, settings=default)
+    assert on.config()["auto_gate_max_skip"] == 16 and on.config()["auto_price_bookkeeping"] is True
+
+
+def test_the_gate_and_bookkeeping_are_checkpointed_with_the_sizer():
+    sizer = AutoBudget(LINEAR)
+    sizer.gate.observe(skipped(0.25))
+    sizer.gate.skip_len = 4
+    sizer.bookkeeping.observe(5, 0.003)
+    fresh = AutoBudget(LINEAR)
+    fresh.restore_run_state(sizer.run_state())
+    assert fresh.gate.ar_seconds() == 0.25 and fresh.gate.skip_len == 4
+    assert fresh.bookkeeping.seconds() == 0.003 and fresh.gate is not sizer.gate
