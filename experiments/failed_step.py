@@ -51,7 +51,7 @@ def contenders(model: str, engine: Any, methods: list[str]) -> dict[str, Callabl
     for m in methods:
         make = method_factory(m, model=model)
         for label, gate in ((f"{m}:auto", DraftGateConfig()), (f"{m}:auto:nogate", None)):
-            settings = AutoBudgetSettings(gate=gate)
+            settings = AutoBudgetSettings(gate=gate, acceptance_prior=model)
             out[label] = auto_budget_factory(make, engine, latency=table, settings=settings)
     return out
 

@@ -110,6 +110,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="budget_gate=false: :auto contenders draft on every step (no plain AR steps when drafting does not pay)",
     )
     ap.add_argument(
+        "--acceptance-prior",
+        default="auto",
+        help="budget_acceptance_prior: where :auto's acceptance rates start (auto: the model's calibrated prior; hand)",
+    )
+    ap.add_argument(
         "--no-price-bookkeeping",
         action="store_true",
         help="budget_price_bookkeeping=false: :auto's size rule prices the verification forward only",

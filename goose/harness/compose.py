@@ -67,14 +67,19 @@ def check_config(cfg: DictConfig) -> None:
 
 
 def auto_budget_settings(cfg: DictConfig) -> AutoBudgetSettings:
-    """budget=auto's switches from the run config (budget_in_run_cost, budget_price_bookkeeping,
-    budget_gate); a key the config leaves out keeps AutoBudgetSettings' default."""
+    """budget=auto's switches from the run config (budget_in_run_cost, budget_price_bookkeeping, budget_gate,
+    budget_acceptance_prior: auto = the model's name); a key the config leaves out keeps AutoBudgetSettings'
+    default."""
     default = AutoBudgetSettings()
     gate = bool(cfg.get("budget_gate", default.gate is not None))
+    prior = str(cfg.get("budget_acceptance_prior", default.acceptance_prior))
+    if prior == "auto":  # the prior calibrated on this model (or its family), where one is shipped
+        prior = str(cfg.model.name)
     return AutoBudgetSettings(
         in_run_cost=bool(cfg.get("budget_in_run_cost", default.in_run_cost)),
         price_bookkeeping=bool(cfg.get("budget_price_bookkeeping", default.price_bookkeeping)),
         gate=DraftGateConfig() if gate else None,
+        acceptance_prior=prior,
     )
 
 

@@ -192,6 +192,10 @@ class GooseBenchConfig:
     budget_price_bookkeeping: Any = _checked(
         True, partial(check_bool, why="budget=auto: a tree's measured bookkeeping added to its cost")
     )
+    budget_acceptance_prior: Any = _checked(
+        "auto",
+        partial(check_str, why="budget=auto: auto (the model's calibrated prior), hand, or a prior's name or file"),
+    )
     prepack: Any = _checked("auto", _check_prepack)
     compile: Any = _checked(
         False, partial(check_bool, why="the verification steps' lean forward through torch.compile")

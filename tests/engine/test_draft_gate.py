@@ -284,3 +284,26 @@ def test_the_gate_and_bookkeeping_are_checkpointed_with_the_sizer():
     fresh.restore_run_state(sizer.run_state())
     assert fresh.gate.ar_seconds() == 0.25 and fresh.gate.skip_len == 4
     assert fresh.bookkeeping.seconds() == 0.003 and fresh.gate is not sizer.gate
+
+
+def test_the_calibrated_prior_starts_the_sizers_rates_and_is_recorded():
+    from omegaconf import OmegaConf
+
+    from goose.engine.core.acceptance_prior import load_prior
+
+    hand = AutoBudget(LINEAR)
+    calibrated = AutoBudget(LINEAR, settings=AutoBudgetSettings(acceptance_prior="smollm2-135m"), method="goose")
+    keys = hand.acceptance.keys(SPINE4)
+    assert hand.acceptance.rates(keys).tolist() == [0.6] * 4
+    table = load_prior("smollm2-135m", "auto_budget", "goose")
+    assert table is not None
+    expected = calibrated.acceptance.prior_alpha[keys] / (
+        calibrated.acceptance.prior_alpha[keys] + calibrated.acceptance.prior_beta[keys]
+    )
+    assert calibrated.acceptance.rates(keys).tolist() == expected.tolist() != [0.6] * 4
+    assert "auto_acceptance_prior" not in hand.config()
+    assert calibrated.config()["auto_acceptance_prior"] == calibrated.acceptance.prior_name != "hand"
+    cfg = OmegaConf.create({"model": {"name": "smollm2-135m"}, "budget_acceptance_prior": "auto"})
+    assert auto_budget_settings(cfg).acceptance_prior == "smollm2-135m"  # auto (the run default): the model's
+    cfg = OmegaConf.create({"model": {"name": "smollm2-135m"}, "budget_acceptance_prior": "hand"})
+    assert auto_budget_settings(cfg).acceptance_prior == "hand"

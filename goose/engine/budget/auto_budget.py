@@ -30,6 +30,7 @@ from goose.engine.budget.cost_model import LatencyTable, at_kv, engine_latency
 from goose.engine.budget.draft_gate import DraftGate, DraftGateConfig, StepCost, TreeBookkeeping
 from goose.engine.budget.in_run_cost import InRunCost
 from goose.engine.core.acceptance import AcceptanceModel, Keys
+from goose.engine.core.acceptance_prior import HAND, load_prior
 from goose.engine.core.drafter import Drafter, VerifyOutcome
 from goose.engine.core.sizing import Speculator, StepTiming, TreeSizer
 from goose.engine.core.tree import DraftTree
@@ -58,11 +59,14 @@ def prefix_tree(tree: DraftTree, b: int) -> DraftTree:
 class AutoBudgetSettings:
     """budget=auto's switches, the defaults of every run (conf/config.yaml names them budget_*): correct t(n)
     by the run's measured forwards (`in_run_cost`), price a tree's measured bookkeeping (`price_bookkeeping`),
-    take plain AR steps while drafting does not pay (`gate`; None: always draft)."""
+    take plain AR steps while drafting does not pay (`gate`; None: always draft), start the acceptance rates
+    from a prior calibrated offline (`acceptance_prior`: a model or family name, a prior's name or file;
+    goose.engine.core.acceptance_prior; "hand": the hand prior)."""
 
     in_run_cost: bool = False
     price_bookkeeping: bool = True
     gate: DraftGateConfig | None = DraftGateConfig()
+    acceptance_prior: str = HAND
 
 
 class AutoBudget(TreeSizer):
@@ -84,6 +88,7 @@ class AutoBudget(TreeSizer):
         prior_strength: float = 2.0,
         decay: float = AUTO_DECAY,
         settings: AutoBudgetSettings | None = None,
+        method: str | None = None,
     ) -> None:
         if min_nodes < 1 or (max_nodes is not None and max_nodes < min_nodes):
             raise ValueError(f"need 1 <= min_nodes <= max_nodes, got {min_nodes}, {max_nodes}")
@@ -93,7 +98,9 @@ class AutoBudget(TreeSizer):
         self.prior_strength = prior_strength
         settings = AutoBudgetSettings() if settings is None else settings
         self.settings = settings
-        self.acceptance = AcceptanceModel(prior_strength, decay=decay)
+        # `method`'s section of the calibrated prior (else its pooled one); None: the hand prior
+        prior = load_prior(settings.acceptance_prior, "auto_budget", method)
+        self.acceptance = AcceptanceModel(prior_strength, decay=decay, prior=prior)
         self.in_run_cost = InRunCost(IN_RUN_PRIOR_STEPS, decay) if settings.in_run_cost else None
         self._kvs, self._curves = latency.curves(128)
         self._lat = self._curves[0]  # t(n) at the step's cache length (`_at_cache`)
@@ -142,6 +149,11 @@ class AutoBudget(TreeSizer):
                 else {}
             ),
             **({"auto_price_bookkeeping": True} if self.price_bookkeeping else {}),
+            **(
+                {"auto_acceptance_prior": self.acceptance.prior_name}
+                if self.settings.acceptance_prior != HAND
+                else {}
+            ),
         }
 
     def _latencies(self, n: int) -> np.ndarray:
@@ -281,7 +293,7 @@ def with_auto_budget(
 ) -> Speculator:
     """budget=auto for any drafter: the drafter with an `AutoBudget` sizer on the engine's latency curve
     (`calibrated`); `kwargs` are AutoBudget's."""
-    return Speculator(drafter, AutoBudget(calibrated(engine, latency), **kwargs))
+    return Speculator(drafter, AutoBudget(calibrated(engine, latency), method=drafter.name, **kwargs))
 
 
 def auto_budget_factory(
