@@ -71,7 +71,7 @@ def auto_budget_settings(cfg: DictConfig) -> AutoBudgetSettings:
     budget_acceptance_prior: auto = the model's name); a key the config leaves out keeps AutoBudgetSettings'
     default."""
     default = AutoBudgetSettings()
-    gate = bool(cfg.get("budget_gate", default.gate is not None))
+    gate = bool(cfg.get("budget_gate", default.gate is not None))  # on: the gate's default settings
     prior = str(cfg.get("budget_acceptance_prior", default.acceptance_prior))
     if prior == "auto":  # the prior calibrated on this model (or its family), where one is shipped
         prior = str(cfg.model.name)

@@ -187,7 +187,7 @@ class GooseBenchConfig:
         False, partial(check_bool, why="budget=auto: correct the cost curve by the run's measured steps")
     )
     budget_gate: Any = _checked(
-        True, partial(check_bool, why="budget=auto: plain AR steps while drafting does not pay, probes to return")
+        False, partial(check_bool, why="budget=auto: plain AR steps while drafting does not pay, probes to return")
     )
     budget_price_bookkeeping: Any = _checked(
         True, partial(check_bool, why="budget=auto: a tree's measured bookkeeping added to its cost")

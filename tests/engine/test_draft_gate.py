@@ -265,22 +265,25 @@ def test_the_run_config_switches_reach_the_sizer():
     from omegaconf import OmegaConf
 
     default = auto_budget_settings(OmegaConf.create({}))
-    assert default == AutoBudgetSettings() and default.gate == DraftGateConfig() and default.price_bookkeeping
+    assert default == AutoBudgetSettings() and default.gate is None and default.price_bookkeeping
+    on = auto_budget_settings(OmegaConf.create({"budget_gate": True}))
+    assert on.gate == DraftGateConfig()
     off = auto_budget_settings(OmegaConf.create({"budget_gate": False, "budget_price_bookkeeping": False}))
     assert off.gate is None and not off.price_bookkeeping
     sizer = AutoBudget(LINEAR, settings=off)
     assert sizer.gate is None and all(sizer.drafts() for _ in range(5))
     assert "auto_gate_decay" not in sizer.config() and "auto_price_bookkeeping" not in sizer.config()
-    on = AutoBudget(LINEAR, settings=default)
+    on = AutoBudget(LINEAR, settings=on)
     assert on.config()["auto_gate_max_skip"] == 16 and on.config()["auto_price_bookkeeping"] is True
 
 
 def test_the_gate_and_bookkeeping_are_checkpointed_with_the_sizer():
-    sizer = AutoBudget(LINEAR)
+    gated = AutoBudgetSettings(gate=DraftGateConfig())
+    sizer = AutoBudget(LINEAR, settings=gated)
     sizer.gate.observe(skipped(0.25))
     sizer.gate.skip_len = 4
     sizer.bookkeeping.observe(5, 0.003)
-    fresh = AutoBudget(LINEAR)
+    fresh = AutoBudget(LINEAR, settings=gated)
     fresh.restore_run_state(sizer.run_state())
     assert fresh.gate.ar_seconds() == 0.25 and fresh.gate.skip_len == 4
     assert fresh.bookkeeping.seconds() == 0.003 and fresh.gate is not sizer.gate

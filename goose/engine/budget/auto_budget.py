@@ -65,7 +65,7 @@ class AutoBudgetSettings:
 
     in_run_cost: bool = False
     price_bookkeeping: bool = True
-    gate: DraftGateConfig | None = DraftGateConfig()
+    gate: DraftGateConfig | None = None  # off by default: results/studies/failed_step/README.md
     acceptance_prior: str = HAND
 
 
