@@ -14,23 +14,13 @@ from typing import Any
 
 import torch
 
+from goose.engine.budget.latency_cache import cpu_model
 from goose.engine.core.decode import Generation
 from goose.engine.core.tree import DraftTree
 from goose.engine.forward.packed_linear import native_bf16
 from goose.records.code_state import code_state
 
 SESSION_ID = uuid.uuid4().hex[:12]
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo on Linux; `platform` elsewhere, often just the ISA)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def environment() -> dict[str, Any]:
