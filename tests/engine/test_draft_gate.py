@@ -85,7 +85,11 @@ def test_a_prompt_starts_drafting_and_keeps_c_ar():
     assert gate.skip_left == 0 and gate.skip_len == 1
     gate.begin()
     assert gate.skip_len == 0 and gate.drafts() and not gate.probing
-    assert gate.ar_seconds() == 1.0 and gate.stats == {"gate_skipped": 0, "gate_probes": 0, "gate_probes_paid": 0}
+    assert gate.ar_seconds() == 1.0 and gate.stats == {
+        "gate_skipped": 0,
+        "gate_probes": 0,
+        "gate_probes_paid": 0,
+    }
 
 
 def test_c_ar_comes_from_ar_steps_else_t1_times_the_measured_ratio():
@@ -295,7 +299,9 @@ def test_the_calibrated_prior_starts_the_sizers_rates_and_is_recorded():
     from goose.engine.core.acceptance_prior import load_prior
 
     hand = AutoBudget(LINEAR)
-    calibrated = AutoBudget(LINEAR, settings=AutoBudgetSettings(acceptance_prior="smollm2-135m"), method="goose")
+    calibrated = AutoBudget(
+        LINEAR, settings=AutoBudgetSettings(acceptance_prior="smollm2-135m"), method="goose"
+    )
     keys = hand.acceptance.keys(SPINE4)
     assert hand.acceptance.rates(keys).tolist() == [0.6] * 4
     table = load_prior("smollm2-135m", "auto_budget", "goose")

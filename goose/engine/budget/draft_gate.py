@@ -23,6 +23,12 @@ from typing import Any
 from goose.validation import check_float, check_int
 
 
+def decayed_add(pair: list[float], value: float, decay: float, weight: float = 1.0) -> None:
+    """pair = [Σ value, Σ weight], each multiplied by `decay` before this observation is added."""
+    pair[0] = pair[0] * decay + value
+    pair[1] = pair[1] * decay + weight
+
+
 @dataclass(frozen=True)
 class DraftGateConfig:
     """The gate's settings: `decay` of G, C and c_ar per step observed, skips of 1, 2, 4, ... `max_skip` steps."""
@@ -34,7 +40,9 @@ class DraftGateConfig:
         check_float("budget_gate_decay", self.decay, 0.0, 1.0, why="the gate's per-step forgetting")
         if self.decay == 0.0:
             raise ValueError("budget_gate_decay = 0.0: must be in (0, 1] (the gate's per-step forgetting)")
-        check_int("budget_gate_max_skip", self.max_skip, 1, 4096, why="the longest run of AR steps between probes")
+        check_int(
+            "budget_gate_max_skip", self.max_skip, 1, 4096, why="the longest run of AR steps between probes"
+        )
 
 
 @dataclass(frozen=True)
@@ -91,18 +99,14 @@ class DraftGate:
         self.stats["gate_probes"] += int(self.probing)
         return True
 
-    def _decayed_add(self, pair: list[float], value: float, weight: float = 1.0) -> None:
-        pair[0] = pair[0] * self.config.decay + value
-        pair[1] = pair[1] * self.config.decay + weight
-
     def observe(self, step: StepCost) -> None:
         """A step ended: learn c_ar and the forward ratio, G and C from drafted steps; decide what follows."""
-        self._decayed_add(self._ratio, step.verify_seconds, step.predicted_verify)
+        decayed_add(self._ratio, step.verify_seconds, self.config.decay, step.predicted_verify)
         if not step.drafted:
-            self._decayed_add(self._ar, step.seconds)
+            decayed_add(self._ar, step.seconds, self.config.decay)
             return
         if step.nodes == 1:
-            self._decayed_add(self._ar, step.verify_seconds)
+            decayed_add(self._ar, step.verify_seconds, self.config.decay)
         c_ar = self.ar_seconds()
         if self.probing:
             self.probing = False
@@ -130,9 +134,7 @@ class TreeBookkeeping:
         self._anchor = [0.0, 0.0]
 
     def observe(self, nodes: int, seconds: float) -> None:
-        pair = self._tree if nodes > 1 else self._anchor
-        pair[0] = pair[0] * self.decay + seconds
-        pair[1] = pair[1] * self.decay + 1.0
+        decayed_add(self._tree if nodes > 1 else self._anchor, seconds, self.decay)
 
     def seconds(self) -> float:
         if self._tree[1] == 0.0:
