@@ -13,17 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.load import (
-    METHOD_ORDER,
-    Results,
-    bench_name,
-    method_name,
-    model_name,
-    order_key,
-)
-from analysis.load import (
-    cells as cell_table,
-)
+from analysis.load import Results
+from analysis.load import cells as cell_table
+from analysis.names import METHOD_ORDER, bench_name, method_name, model_name, order_key
 from analysis.report import Output, Skip, cli, fmt, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]

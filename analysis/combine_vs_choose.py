@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from analysis.load import BENCH_ORDER, Results, bench_name
+from analysis.load import Results
+from analysis.names import BENCH_ORDER, bench_name
 from analysis.report import Output, Skip, cli, fmt, write_table
 from analysis.spec_bench_table import (
     CATEGORY_COLUMNS,

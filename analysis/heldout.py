@@ -17,7 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from analysis.load import Results, bench_name
+from analysis.load import Results
+from analysis.names import bench_name
 from analysis.report import Output, Skip, cli, write_table
 from analysis.wall_clock import code_note, machine
 from goose.records.bench_run import spread

@@ -20,16 +20,8 @@ import pandas as pd
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter
 
-from analysis.load import (
-    BENCH_ORDER,
-    MODEL_NAMES,
-    Results,
-    bench_name,
-    cells,
-    method_name,
-    model_name,
-    order_key,
-)
+from analysis.load import Results, cells
+from analysis.names import BENCH_ORDER, MODEL_NAMES, bench_name, method_name, model_name, order_key
 from analysis.report import Output, Skip, cli, fmt, fmt_ratio, save_figure, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]

@@ -13,15 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load import (
+from analysis.load import Results, cells, common_prompts
+from analysis.names import (
     ABLATIONS,
     BENCH_ORDER,
     ISO_METHODS,
     MODEL_NAMES,
-    Results,
     bench_name,
-    cells,
-    common_prompts,
     method_name,
     model_name,
     order_key,

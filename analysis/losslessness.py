@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load import BENCH_ORDER, METHOD_ORDER, MODEL_NAMES, Results, bench_name, model_name, order_key
+from analysis.load import Results
+from analysis.names import BENCH_ORDER, METHOD_ORDER, MODEL_NAMES, bench_name, model_name, order_key
 from analysis.report import Output, Skip, cli, fmt, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]

@@ -16,14 +16,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis.load import (
+from analysis.load import Results, cells, common_prompts
+from analysis.names import (
     BENCH_ORDER,
     MAIN_METHODS,
     MODEL_NAMES,
-    Results,
     bench_name,
-    cells,
-    common_prompts,
     method_name,
     model_name,
     order_key,

@@ -13,16 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.load import (
-    BENCH_ORDER,
-    MODEL_NAMES,
-    Results,
-    bench_name,
-    cells,
-    common_prompts,
-    model_name,
-    order_key,
-)
+from analysis.load import Results, cells, common_prompts
+from analysis.names import BENCH_ORDER, MODEL_NAMES, bench_name, model_name, order_key
 from analysis.report import Output, Skip, cli, fmt, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]

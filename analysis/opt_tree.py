@@ -14,16 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load import (
-    BENCH_ORDER,
-    MODEL_NAMES,
-    Results,
-    bench_name,
-    cells,
-    common_prompts,
-    model_name,
-    order_key,
-)
+from analysis.load import Results, cells, common_prompts
+from analysis.names import BENCH_ORDER, MODEL_NAMES, bench_name, model_name, order_key
 from analysis.report import METHOD_COLORS, Output, Skip, cli, fmt, save_figure, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]

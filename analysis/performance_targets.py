@@ -41,7 +41,8 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from analysis.load import BENCH_ORDER, Results, bench_name
+from analysis.load import Results
+from analysis.names import BENCH_ORDER, bench_name
 from analysis.report import Output, Skip, cli, write_table
 from analysis.wall_clock import bench_records, machine, prompts_label
 from goose.records.bench_run import per_repeat_tokens_per_s, ratios

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from analysis.load import BENCH_ORDER, Results, bench_name, cells, common_prompts
+from analysis.load import Results, cells, common_prompts
+from analysis.names import BENCH_ORDER, bench_name
 from analysis.report import Output, Skip, cli
 from analysis.wall_clock import code_note, degenerate_note, machine, positions_note
 from goose.records.bench_run import per_repeat_tokens_per_s, ratios, record_from_rows, spread

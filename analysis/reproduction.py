@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 from analysis import heterogeneity, iso_ablation, main_results, sensitivity, tau_decomposition
-from analysis.load import Results, model_name
+from analysis.load import Results
+from analysis.names import model_name
 from analysis.report import Output, Skip, cli, fmt, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]

@@ -17,15 +17,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis.load import (
-    BENCH_ORDER,
-    SAMPLING_METHODS,
-    Results,
-    bench_name,
-    cells,
-    method_name,
-    order_key,
-)
+from analysis.load import Results, cells
+from analysis.names import BENCH_ORDER, SAMPLING_METHODS, bench_name, method_name, order_key
 from analysis.report import Output, Skip, cli, fmt, save_figure, write_table
 
 DESCRIPTION = __doc__.splitlines()[0]

@@ -15,18 +15,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis.load import (
-    BENCH_ORDER,
-    MODEL_NAMES,
-    SYMBOLS,
-    Results,
-    bench_name,
-    cells,
-    common_prompts,
-    format_value,
-    model_name,
-    order_key,
-)
+from analysis.load import Results, cells, common_prompts
+from analysis.names import BENCH_ORDER, MODEL_NAMES, SYMBOLS, bench_name, format_value, model_name, order_key
 from analysis.report import Output, Skip, cli, fmt, save_figure, write_table
 from goose.method.config import GooseConfig
 

@@ -28,7 +28,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from analysis.load import Results, method_name, model_name
+from analysis.load import Results
+from analysis.names import method_name, model_name
 from analysis.report import Output, Skip, cli, fmt, write_table
 from analysis.wall_clock import run_folders
 from goose.records.degenerate import row_degenerate

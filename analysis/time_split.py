@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load import (
+from analysis.load import Results
+from analysis.names import (
     BENCH_ORDER,
     METHOD_ORDER,
     MODEL_NAMES,
-    Results,
     bench_name,
     method_name,
     model_name,

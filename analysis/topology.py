@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from analysis.load import Results, bench_name, method_name, model_name
+from analysis.load import Results
+from analysis.names import bench_name, method_name, model_name
 from analysis.report import SOURCE_COLORS, SOURCE_NAMES, Output, Skip, cli, save_figure
 
 DESCRIPTION = __doc__.splitlines()[0]

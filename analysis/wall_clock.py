@@ -21,7 +21,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from analysis.load import Results, bench_name
+from analysis.load import Results
+from analysis.names import bench_name
 from analysis.report import Output, Skip, cli, write_table
 from goose.records.bench_run import per_repeat_tokens_per_s, ratios, record_from_rows, spread
 from goose.records.results import read_rows

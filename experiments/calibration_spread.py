@@ -1,6 +1,6 @@
 """How far apart two fresh processes calibrate budget=auto's cost curve t(n) on one machine.
 
-Runs the start-up calibration (`goose.engine.budget.cost_model.calibrate` at its defaults: every size up to
+Runs the start-up calibration (`goose.engine.budget.calibration.calibrate` at its defaults: every size up to
 128 nodes at KV 256) in K fresh processes per measurement rule, each with the cache off, interleaved
 (plain, robust, plain, robust, ... with the first rule alternating between pairs) so that the machine's
 load over the run falls on both alike. Rules: `plain` (the median of 5 rounds, as before
@@ -60,7 +60,8 @@ def b_star(table_dict: dict[str, Any]) -> dict[str, int]:
     """b* of budget=auto's rule (its prior rates, a Goose-like tree of B_MAX nodes) and of geometric chains
     (q_i = a^i: b* = argmax_b Σ_{i<b} a^i / t(b), b <= B_MAX) on one calibrated curve."""
     from goose.engine.budget.auto_budget import AutoBudget
-    from goose.engine.budget.cost_model import LatencyTable, calibration_tree
+    from goose.engine.budget.calibration import calibration_tree
+    from goose.engine.budget.cost_model import LatencyTable
 
     table = LatencyTable.from_dict(table_dict)
     sizer = AutoBudget(table)
@@ -80,8 +81,9 @@ def child(args: argparse.Namespace) -> None:
     import torch
 
     from experiments.bench.load import model_and_engine
-    from goose.engine.budget.cost_model import ROBUST, calibration_settings
+    from goose.engine.budget.calibration import calibration_settings
     from goose.engine.budget.latency_cache import cached_latency, fingerprint, read_cached, write_cached
+    from goose.engine.budget.settle import ROBUST
 
     if args.threads:
         torch.set_num_threads(args.threads)

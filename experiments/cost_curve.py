@@ -1,7 +1,7 @@
 """The cost curve: verification latency against tree size on this machine, per dtype.
 
-Calibrates `goose.engine.budget.cost_model` (median over repeats of one verification step, trees of
-every n from 1 to 24 nodes, then sparser up to 128, after a KV cache of --kv-len tokens) for each dtype
+Calibrates the verification latency with `goose.engine.budget.calibration` (one verification step
+timed over repeats, trees of every n from 1 to 24 nodes, then sparser up to 128, after a KV cache of --kv-len tokens) for each dtype
 and writes <out-dir>/<name>.csv (one row per dtype and size, with every sample) and <name>.json (the latency
 tables and the environment; `LatencyTable.from_dict` reads each table back, e.g. for
 `experiments.bench --latency`), by default under results/cost_curve/; `make figures` (or `make cost-curve`,
@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from experiments.bench.load import model_and_engine
-from goose.engine.budget.cost_model import DEFAULT_SIZES, LatencyTable, calibrate
+from goose.engine.budget.calibration import DEFAULT_SIZES, calibrate
+from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.budget.hardware_limit import StepFloor, measure_floor
 from goose.harness.runner import environment
 

@@ -26,7 +26,7 @@ import torch
 
 from experiments.bench.load import load_prompts, method_factory, model_and_engine
 from goose.engine.budget.auto_budget import AutoBudgetSettings, auto_budget_factory
-from goose.engine.budget.cost_model import engine_latency
+from goose.engine.budget.calibration import engine_latency
 from goose.engine.budget.draft_gate import DraftGateConfig
 from goose.engine.core.decode import Generation, StepRecord, generate
 from goose.engine.core.drafter import ARDrafter
@@ -68,7 +68,9 @@ def summarize(runs: dict[str, list[list[Generation]]]) -> dict[str, Any]:
     for name, rounds in runs.items():
         steps = [s for rnd in rounds for g in rnd for s in g.steps]
         kinds = {
-            "failed": [step_seconds(s) for s in steps if s.drafted and s.tree_size > 1 and s.accepted_len == 0],
+            "failed": [
+                step_seconds(s) for s in steps if s.drafted and s.tree_size > 1 and s.accepted_len == 0
+            ],
             "empty": [step_seconds(s) for s in steps if s.drafted and s.tree_size == 1],
             "skipped": [step_seconds(s) for s in steps if not s.drafted],
         }
@@ -102,7 +104,9 @@ def table(summary: dict[str, Any]) -> str:
             for k in ("failed", "empty", "skipped")
         ]
         lines.append(
-            f"| {name} | {e['tau']:.2f} | {s['median']:.3f} [{s['min']:.3f}, {s['max']:.3f}] | " + " | ".join(cells) + " |"
+            f"| {name} | {e['tau']:.2f} | {s['median']:.3f} [{s['min']:.3f}, {s['max']:.3f}] | "
+            + " | ".join(cells)
+            + " |"
         )
     return "\n".join(lines)
 

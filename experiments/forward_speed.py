@@ -7,7 +7,7 @@ own forward), `lean` (goose.engine.forward.lean_forward with plain `F.linear`, t
 default on a CPU); `--variants ...,lean+compile,lean+prepack+compile` adds the lean forward
 through torch.compile (`compile_forward`, goose.engine.forward.compiled_forward; compiled for every size
 at an untimed warm-up calibration). Rounds are interleaved (round r measures every variant once, the order of the
-variants alternating), each round is one `goose.engine.budget.cost_model.calibrate` (median of
+variants alternating), each round is one `goose.engine.budget.calibration.calibrate` (median of
 --repeats steps per size after a KV cache of --kv-len tokens); the table gives the median over
 rounds and the min-max spread, each step as a multiple of its floor (goose.engine.budget.hardware_limit:
 the larger of weight + KV bytes / measured bandwidth and FLOPs / measured matmul throughput) and
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from goose.engine.budget.cost_model import calibrate
+from goose.engine.budget.calibration import calibrate
 from goose.engine.budget.hardware_limit import measure_floor
 from goose.engine.forward.choose import verification_engine
 from goose.harness.compose import compose_config

@@ -260,7 +260,7 @@ def record(args: argparse.Namespace, gpu_records: Sequence[Path]) -> dict[str, A
 
     from baselines.hw_tree import HwTreeDrafter
     from experiments.bench import load_prompts, method_factory, model_and_engine
-    from goose.engine.budget.cost_model import engine_latency
+    from goose.engine.budget.calibration import engine_latency
     from goose.engine.core.decode import generate
 
     torch.set_num_threads(args.threads)

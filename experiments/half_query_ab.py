@@ -1,7 +1,7 @@
 """Side by side in one process: the one-token step with `attend`'s one-query half-precision
 attention as GQA rows (goose.engine.forward.lean_forward.GROUP_HALF_QUERY_ROWS, the default) against
 sdpa's own GQA (the path before), in interleaved rounds, each round one
-`goose.engine.budget.cost_model.calibrate` per setting (median of --repeats steps per tree size after a
+`goose.engine.budget.calibration.calibrate` per setting (median of --repeats steps per tree size after a
 KV cache of --kv-len tokens). Prints and writes <out-dir>/half_query_ab.{json,md}: per setting and
 size the median step over rounds (min-max) and t(n)/t(1).
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from goose.engine.budget.cost_model import calibrate
+from goose.engine.budget.calibration import calibrate
 from goose.engine.forward import lean_forward
 from goose.engine.forward.choose import verification_engine
 from goose.harness.compose import compose_config

@@ -2,6 +2,7 @@
 drafter (`drafter`), its merged candidate trie and size choice (`pool`), and its online acceptance
 estimates (`acceptance`)."""
 
-from baselines.hw_tree.drafter import HwTreeConfig, HwTreeDrafter
+from baselines.hw_tree.config import HwTreeConfig
+from baselines.hw_tree.drafter import HwTreeDrafter
 
 __all__ = ["HwTreeConfig", "HwTreeDrafter"]

@@ -227,3 +227,23 @@ def best_size(expected: Sequence[float], latency: Callable[[int], float], min_si
         if r > best_rate:
             best, best_rate = b, r
     return best
+
+
+def occurrence_bins(primary: list[int], others: list[list[int]]) -> list[list[int]]:
+    """Per other occurrence's continuation, the confidence bin of each token: the share of all continuations
+    (the primary chain's included) that pass through the token's prefix, among those through its parent's."""
+    counts: dict[tuple[int, ...], int] = {}
+    for cont in [primary, *others]:
+        for j in range(1, len(cont) + 1):
+            key = tuple(cont[:j])
+            counts[key] = counts.get(key, 0) + 1
+    total = 1 + len(others)
+    out = []
+    for cont in others:
+        bins, above = [], total
+        for j in range(1, len(cont) + 1):
+            here = counts[tuple(cont[:j])]
+            bins.append(conf_bin(here / above))
+            above = here
+        out.append(bins)
+    return out

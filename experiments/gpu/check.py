@@ -16,7 +16,7 @@ the timing stage merges shape by shape, so `--shapes` can split it too):
               every method identical to AR, and AR identical to the eager fp32 AR).
   timing      per shape (conf/shape: Vicuna-7B, Llama-3-8B, Qwen3-8B with random weights, fp16):
               the verification cost curve t(n)/t(1) for n = 1..256 at KV lengths 512 and 2048
-              (goose.engine.budget.cost_model.calibrate), prefill times, and the engine's AR tokens/s
+              (goose.engine.budget.calibration.calibrate), prefill times, and the engine's AR tokens/s
               against `transformers` `generate` on the same model, interleaved repeats; what
               CUDA graphs would save per step at n = 1, 16, 64 (experiments/gpu/graph_probe.py); the
               engine with its steps replayed from CUDA graphs (`cuda_graphs`,

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from goose.engine.budget.cost_model import calibration_tree
+from goose.engine.budget.calibration import calibration_tree
 from goose.engine.core.verifier import VerificationEngine, sync_clock
 
 HELPS = 0.05  # a graph "helps" where it saves more than this fraction of the eager one-node step

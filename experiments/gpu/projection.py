@@ -12,7 +12,7 @@ Under those assumptions one prompt of one method takes
 
 where L is the prompt length, n_i the tree size of step i (`step_tree_size`), c_i the tokens
 committed before step i (Σ_{j<i} accepted_j + 1, from `step_accepted`), t the measured cost curve
-(one verification step: inputs, mask, forward, walk, compaction, as `goose.engine.budget.cost_model`
+(one verification step: inputs, mask, forward, walk, compaction, as `goose.engine.budget.calibration`
 times it) interpolated linearly in n and in the KV length (clamped to the measured KV lengths), and
 o_m the method's host time per step outside the verification (drafting + the drafter's update:
 `draft_s + update_s` per step of its rows). Projected tokens/s = generated tokens / Σ T over the

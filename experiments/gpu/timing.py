@@ -19,7 +19,8 @@ from experiments.gpu import graph_probe
 from experiments.gpu.graph_probe import spread
 from experiments.gpu.profile import Profile
 from experiments.gpu.record import save_record
-from goose.engine.budget.cost_model import LatencyTable, calibrate
+from goose.engine.budget.calibration import calibrate
+from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.verifier import VerificationEngine, sync_clock

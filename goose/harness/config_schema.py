@@ -187,14 +187,17 @@ class GooseBenchConfig:
         False, partial(check_bool, why="budget=auto: correct the cost curve by the run's measured steps")
     )
     budget_gate: Any = _checked(
-        False, partial(check_bool, why="budget=auto: plain AR steps while drafting does not pay, probes to return")
+        False,
+        partial(check_bool, why="budget=auto: plain AR steps while drafting does not pay, probes to return"),
     )
     budget_price_bookkeeping: Any = _checked(
         True, partial(check_bool, why="budget=auto: a tree's measured bookkeeping added to its cost")
     )
     budget_acceptance_prior: Any = _checked(
         "auto",
-        partial(check_str, why="budget=auto: auto (the model's calibrated prior), hand, or a prior's name or file"),
+        partial(
+            check_str, why="budget=auto: auto (the model's calibrated prior), hand, or a prior's name or file"
+        ),
     )
     prepack: Any = _checked("auto", _check_prepack)
     compile: Any = _checked(

@@ -20,7 +20,7 @@ from baselines.hw_tree.acceptance import (
     size_bucket,
     source_priors,
 )
-from baselines.hw_tree.drafter import HwTreeDrafter, occurrence_bins
+from baselines.hw_tree.drafter import HwTreeDrafter
 from baselines.hw_tree.pool import (
     ADJ,
     ALT,
@@ -32,6 +32,7 @@ from baselines.hw_tree.pool import (
     best_size,
     conf_bin,
     expected_committed,
+    occurrence_bins,
     select_best_first,
 )
 from goose.engine.core.sampling import SamplingParams

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from goose.engine.budget import cost_model
+from goose.engine.budget import calibration
 from tests.tiny_models import tiny_model
 
 Duration = Callable[[int, int], float]  # (tree size n, the k-th step of that size, warm-up = 0) -> seconds
@@ -63,7 +63,7 @@ class ScriptedEngine:
 
 @pytest.fixture
 def scripted_clock(monkeypatch):
-    """cost_model's clock is the scripted engines' fake clock for the test."""
+    """calibration's clock is the scripted engines' fake clock for the test."""
     CLOCK["now"] = 0.0
-    monkeypatch.setattr(cost_model, "sync_clock", fake_clock)
+    monkeypatch.setattr(calibration, "sync_clock", fake_clock)
     return CLOCK

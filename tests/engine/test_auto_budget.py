@@ -164,7 +164,9 @@ def test_a_speculator_carries_the_drafter_and_the_sizer_state_across_prompts():
     sizer = speculator.sizer
     sizer.begin(drafter)
     tree = sized_step(sizer, drafter, [1])
-    sizer.observe(tree, VerifyOutcome(torch.zeros(len(tree), 4), [0] * len(tree), [0], [1]), StepTiming(0.0, 1.0))
+    sizer.observe(
+        tree, VerifyOutcome(torch.zeros(len(tree), 4), [0] * len(tree), [0], [1]), StepTiming(0.0, 1.0)
+    )
     state = speculator.run_state()
     fresh = Speculator(FixedDrafter(drafter.tree), AutoBudget(sizer.latency))
     fresh.restore_run_state(state)

@@ -9,19 +9,15 @@ import statistics
 import pytest
 import torch
 
-from goose.engine.budget.cost_model import (
+from goose.engine.budget.calibration import (
     MEASUREMENT_VERSION,
-    ROBUST,
-    LatencyTable,
-    SettleRule,
-    at_kv,
     calibrate,
     calibration_settings,
     calibration_tree,
     engine_latency,
-    inliers,
-    median_error,
 )
+from goose.engine.budget.cost_model import LatencyTable, at_kv
+from goose.engine.budget.settle import ROBUST, SettleRule, inliers, median_error
 from goose.engine.core.tree import SPINE
 from goose.engine.forward.choose import verification_engine
 from tests.engine.scripted_engine import ScriptedEngine, scripted_clock  # noqa: F401 (a fixture)

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from goose.engine.budget import latency_cache
-from goose.engine.budget.cost_model import LatencyTable, SettleRule, calibration_settings
+from goose.engine.budget.calibration import calibration_settings
+from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.budget.latency_cache import (
     CACHE_FORMAT,
     CacheRejected,
@@ -24,6 +25,7 @@ from goose.engine.budget.latency_cache import (
     weights_digest,
     write_cached,
 )
+from goose.engine.budget.settle import SettleRule
 from tests.engine.scripted_engine import ScriptedEngine, scripted_clock  # noqa: F401 (a fixture)
 from tests.tiny_models import tiny_model
 

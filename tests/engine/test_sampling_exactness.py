@@ -20,6 +20,7 @@ from hydra.utils import instantiate
 from scipy.stats import chi2
 
 import goose.engine.core.verifier as verifier_module
+import goose.engine.core.verify.step as step_module
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sampling import SamplingParams, warp_scores
@@ -135,7 +136,8 @@ def _argmax_matching(scores: torch.Tensor, noise: torch.Tensor) -> tuple[torch.T
 
 
 def test_argmax_matching_verifier_is_rejected(engine, monkeypatch):
-    monkeypatch.setattr(verifier_module, "sample_and_match", _argmax_matching)
+    monkeypatch.setattr(verifier_module, "sample_and_match", _argmax_matching)  # the first token
+    monkeypatch.setattr(step_module, "sample_and_match", _argmax_matching)  # every tree step
     params = SETTINGS["T0.6"]
     counts, _ = empirical(engine, "tr", params)
     p_value = chi_square_p_value(counts, exact_distribution(engine.model, params), SAMPLES)

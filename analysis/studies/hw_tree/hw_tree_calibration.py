@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.load import Results, model_name
+from analysis.load import Results
+from analysis.names import model_name
 from analysis.report import Output, Skip, cli, fmt, save_figure, write_table
 from analysis.studies.hw_tree.hw_tree_gap import row_sets
 

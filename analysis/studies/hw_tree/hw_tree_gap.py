@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.load import BENCH_ORDER, Results, bench_name, method_name, model_name, order_key
+from analysis.load import Results
+from analysis.names import BENCH_ORDER, bench_name, method_name, model_name, order_key
 from analysis.report import Output, Skip, cli, fmt, write_table
 from analysis.wall_clock import run_folders
 from goose.records.cost_curve import CostCurve

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.load import Results, bench_name, model_name
+from analysis.load import Results
+from analysis.names import bench_name, model_name
 from analysis.report import Output, Skip, cli, fmt, write_table
 from analysis.studies.hw_tree.hw_tree_calibration import greedy_ok
 from analysis.studies.hw_tree.hw_tree_gap import row_sets

@@ -1,6 +1,6 @@
 """What a verification step of n nodes cost inside a run, against the curve budget=auto sized it on.
 
-budget=auto calibrates t(n) at start-up (goose.engine.budget.cost_model: a few timings per size after a
+budget=auto calibrates t(n) at start-up (goose.engine.budget.calibration: a few timings per size after a
 synthetic cache of `kv_len` tokens) and every size rule maximises E[committed | b] / t(b) on it. The rows
 keep each prompt's verification seconds (`verify_s`: forward and walk) and every step's tree size, so the
 in-run price of each size is the least-squares solution of

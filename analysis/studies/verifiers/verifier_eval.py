@@ -18,7 +18,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis.load import Results, bench_name, cells, load
+from analysis.load import Results, cells, load
+from analysis.names import bench_name
 from analysis.report import Output, Skip, cli, fmt, save_figure, write_table
 from analysis.studies.verifiers.delayed_shape import write_shape_tables
 

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from goose.engine.budget.cost_model import LatencyTable, at_kv, engine_latency
+from goose.engine.budget.calibration import engine_latency
+from goose.engine.budget.cost_model import LatencyTable, at_kv
 from goose.engine.budget.draft_gate import DraftGate, DraftGateConfig, StepCost, TreeBookkeeping
 from goose.engine.budget.in_run_cost import InRunCost
 from goose.engine.core.acceptance import AcceptanceModel, Keys
@@ -164,6 +165,13 @@ class AutoBudget(TreeSizer):
             return self._lat[:n]
         return self._lat[:n] * (1.0 + self.in_run_cost.corrections(n))
 
+    def _calibrated(self, n: int) -> float:
+        """The calibrated t(n) at this step's cache length, without in-run corrections (the curve grown
+        to n first if needed): what a measured step is compared with."""
+        if n > self._lat.shape[0]:
+            self._latencies(n)
+        return float(self._lat[n - 1])
+
     def step_latency(self, n: int) -> float:
         """t(n) for this step, the curve (and its in-run corrections) evaluated once per step, plus o for
         n > 1: what a drafter that sizes itself gets (`Drafter.use_latency`)."""
@@ -239,13 +247,11 @@ class AutoBudget(TreeSizer):
         self.acceptance.age()  # every step, the ones cut to the anchor and the gate's AR steps included
         self.bookkeeping.observe(n, timing.update_s + timing.sizer_s)
         if self.gate is not None:
-            if n > self._lat.shape[0]:
-                self._latencies(n)
             cost = StepCost(
                 tokens=len(outcome.new_tokens),
                 seconds=timing.total_s,
                 verify_seconds=timing.verify_s,
-                predicted_verify=float(self._lat[n - 1]),
+                predicted_verify=self._calibrated(n),
                 nodes=n,
                 drafted=timing.drafted,
             )
@@ -255,9 +261,7 @@ class AutoBudget(TreeSizer):
     def observe_cost(self, nodes: int, seconds: float) -> None:
         """A verification of `nodes` nodes took `seconds`: evidence for the in-run correction (if on)."""
         if self.in_run_cost is not None:
-            if nodes > self._lat.shape[0]:
-                self._latencies(nodes)
-            self.in_run_cost.observe(nodes, seconds, float(self._lat[nodes - 1]))
+            self.in_run_cost.observe(nodes, seconds, self._calibrated(nodes))
 
     def end(self) -> dict[str, Any]:
         stats: dict[str, Any] = dict(self._own)

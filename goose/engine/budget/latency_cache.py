@@ -1,4 +1,4 @@
-"""budget=auto's cost curve, cached per machine: the first process calibrates t(n) (`cost_model.calibrate`)
+"""budget=auto's cost curve, cached per machine: the first process calibrates t(n) (`calibration.calibrate`)
 and saves it under a fingerprint of everything the curve depends on; later processes with the same
 fingerprint load it, so that two runs on one machine size their trees on one curve (two fresh calibrations
 differ by a few per cent: `experiments/calibration_spread.py`).
@@ -38,12 +38,13 @@ from typing import Any
 
 import torch
 
-from goose.engine.budget.cost_model import LatencyTable, calibration_settings, engine_latency
+from goose.engine.budget.calibration import calibration_settings, engine_latency
+from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.core.verifier import VerificationEngine
 
-CACHE_FORMAT = 1  # the layout of a cache file (not of the measurement: cost_model.MEASUREMENT_VERSION)
+CACHE_FORMAT = 1  # the layout of a cache file (not of the measurement: calibration.MEASUREMENT_VERSION)
 CACHE_SETTINGS = ("auto", "off")  # budget_cache's keywords; anything else is a directory
-# A curve more of whose sizes than this share did not settle (cost_model.SettleRule: their timings stayed
+# A curve more of whose sizes than this share did not settle (settle.SettleRule: their timings stayed
 # broad to the rule's bounds, as when other work shares the cores) is used by its run but not cached.
 MAX_UNSETTLED = 0.25
 
@@ -141,7 +142,7 @@ def model_identity(model: torch.nn.Module) -> dict[str, Any]:
 
 def fingerprint(engine: VerificationEngine, settings: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(the digest naming the cache file, its components): `machine`, the dtype, `model_identity`, the
-    forward backend and the calibration `settings` (`cost_model.calibration_settings`)."""
+    forward backend and the calibration `settings` (`calibration.CalibrationSettings`)."""
     components = {
         "format": CACHE_FORMAT,
         "machine": machine(engine.device),

@@ -226,7 +226,9 @@ def generate(
         t3 = _clock(device)
         sizer_s = t3 - t_update
         forward_calls += 1
-        draft_sources = tree.sources[: tree.acceptable]  # node 0 is ROOT; nodes past accept_limit are no drafts
+        draft_sources = tree.sources[
+            : tree.acceptable
+        ]  # node 0 is ROOT; nodes past accept_limit are no drafts
         offered = {SOURCE_NAMES[s]: draft_sources.count(s) for s in DRAFT_SOURCES}
         path_sources = [tree.sources[node] for node in outcome.accepted_nodes[1:]]
         accepted = {SOURCE_NAMES[s]: path_sources.count(s) for s in DRAFT_SOURCES}

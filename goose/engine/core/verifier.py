@@ -21,7 +21,7 @@ from goose.engine.core.kv_cache import TreeKVCache
 from goose.engine.core.masks import MaskSpec, ar_mask, prefill_mask, tree_mask
 from goose.engine.core.sampling import GREEDY, SamplingParams, TargetNoise, sample_and_match, warp_scores
 from goose.engine.core.tree import DraftTree, TreeInputs, tree_attention_inputs
-from goose.engine.core.verify.step import walk_proposals
+from goose.engine.core.verify.step import match_samples, walk_proposals
 from goose.engine.core.walk import cut_at_stop, fast_argmax, greedy_walk
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
@@ -333,41 +333,23 @@ class VerificationEngine:
     def _verify_sampled(self, tree: DraftTree, budget: int, t0: float) -> VerifyOutcome:
         """`verify` at T > 0: sample-and-match, or for trees with proposals the walk of `sampling.verifier`."""
         assert self.noise is not None
-        p, n = self.prefix_len, len(tree)
+        p = self.prefix_len
         max_depth = max(tree.depths)
         noise_rows = self.noise.rows(p + 1, max_depth + 1)
         logits, inputs = self._tree_forward(tree, max_depth)
-        if inputs is None:
-            noise = noise_rows[:1]
-        else:
-            tokens, parents, anc = inputs.tokens, inputs.parents, inputs.ancestors
-            noise = noise_rows[inputs.positions - p]
+        noise = noise_rows[:1] if inputs is None else noise_rows[inputs.positions - p]
         scores = warp_scores(logits, self.sampling)
         pred = fast_argmax(logits)
         finite = torch.isfinite(logits.gather(-1, pred[:, None])[:, 0])
         if tree.proposals is not None:
-            predictions, flags, path, bonus, t1 = walk_proposals(
+            walked = walk_proposals(
                 tree, scores, noise, pred, finite, self.noise, p + 1, self.sampling.verifier
             )
-            self._raise_if_non_finite(flags)
-            return self._commit(tree, path, bonus, budget, logits, predictions, t1 - t0)
-        targets, draws = sample_and_match(scores, noise)
-        if n == 1:
-            packed = torch.stack([pred, finite.long(), targets, draws])
         else:
-            match = (tokens == targets[parents.clamp(min=0)]) | (parents < 0)
-            on_path = ~(anc & ~match[None, :]).any(dim=-1)
-            packed = torch.stack([pred, finite.long(), targets, draws, on_path.long()])
-        rows = packed.tolist()  # the one host sync of the step
-        t1 = time.perf_counter()
-        self._raise_if_non_finite(rows[1])
-        if n == 1:
-            path = [0]
-        else:
-            path = list(compress(range(tree.acceptable), rows[4]))
-            if tree.depths[path[-1]] != len(path) - 1:  # duplicate tokens under a parent
-                path = greedy_walk(tree, rows[2])
-        return self._commit(tree, path, rows[3][path[-1]], budget, logits, rows[0], t1 - t0)
+            walked = match_samples(tree, scores, noise, pred, finite, inputs)
+        predictions, flags, path, bonus, t1 = walked
+        self._raise_if_non_finite(flags)
+        return self._commit(tree, path, bonus, budget, logits, predictions, t1 - t0)
 
     def _raise_if_non_finite(self, flags: Sequence[float]) -> None:
         if 0 in flags:
