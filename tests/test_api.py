@@ -110,6 +110,22 @@ def test_sampled_deterministic_drafter_equals_ar_sample():
     assert pld.forward_calls < ar.forward_calls
 
 
+def test_each_sampling_option_reaches_the_computation():
+    """temperature, seed, top_k and top_p change what is generated (not only validated): AR at T = 1
+    differs from greedy and between seeds; top_k = 1 and a tiny top_p leave only the argmax, so they
+    give the greedy output whatever the seed; a comparison of two methods alone could not tell a
+    sampler that silently runs greedy."""
+    kw = {"prompt": PROMPT, "max_new_tokens": MAX_NEW, "method": "ar"}
+    greedy = goose.speculate("smollm2-135m", **kw).token_ids
+    sampled = {
+        seed: goose.speculate("smollm2-135m", temperature=1.0, seed=seed, **kw).token_ids for seed in (1, 2)
+    }
+    assert sampled[1] != greedy and sampled[2] != greedy
+    assert sampled[1] != sampled[2]
+    assert goose.speculate("smollm2-135m", temperature=1.0, seed=1, top_k=1, **kw).token_ids == greedy
+    assert goose.speculate("smollm2-135m", temperature=1.0, seed=2, top_p=1e-6, **kw).token_ids == greedy
+
+
 def test_a_field_depending_on_the_configured_model_follows_it_and_a_transformers_model_must_set_it():
     """REST's datastore is `mbpp_nontest.${model.name}`: a configured model gets its own; a transformers
     model, which has no conf/model entry, is refused until the field is set (not given SmolLM2's)."""

@@ -38,15 +38,31 @@ DRAFTS = {
     "iid-K2-L2": (lambda toy: partial(draft_paths, toy=toy, prompt=PROMPT, k=2, trunk=0, length=2), 3),
     "iid-K3-L1": (lambda toy: partial(draft_paths, toy=toy, prompt=PROMPT, k=3, trunk=0, length=1), 2),
     "delayed-1-2-1": (lambda toy: partial(draft_paths, toy=toy, prompt=PROMPT, k=2, trunk=1, length=1), 3),
+    # three deep: a recursion (a residual carried past a rejected grandchild, a walk that returns up two
+    # levels) that first matters at depth three is wrong here and right on every shape above
+    "tree[2,1,2]": (lambda toy: partial(draft_fixed_tree, toy=toy, prompt=PROMPT, widths=(2, 1, 2)), 4),
+    "iid-K2-L3": (lambda toy: partial(draft_paths, toy=toy, prompt=PROMPT, k=2, trunk=0, length=3), 4),
+    "delayed-1-2-2": (lambda toy: partial(draft_paths, toy=toy, prompt=PROMPT, k=2, trunk=1, length=2), 4),
 }
 APPLIES = {
     "rrs": list(DRAFTS),
-    "rrs_iid": ["chain2", "chain3-stop", "iid-K2-L2", "iid-K3-L1", "delayed-1-2-1"],
+    "rrs_iid": [
+        "chain2",
+        "chain3-stop",
+        "iid-K2-L2",
+        "iid-K3-L1",
+        "delayed-1-2-1",
+        "iid-K2-L3",
+        "delayed-1-2-2",
+    ],
     "traversal": list(DRAFTS),
     "block": ["chain2", "chain3-stop"],
-    "gbv": ["iid-K2-L2", "iid-K3-L1", "delayed-1-2-1"],
+    "gbv": ["iid-K2-L2", "iid-K3-L1", "delayed-1-2-1", "iid-K2-L3", "delayed-1-2-2"],
 }
-CASES = [(v, d, t) for v, drafts in APPLIES.items() for d in drafts for t in TOYS]
+DEEP = {"tree[2,1,2]", "iid-K2-L3", "delayed-1-2-2"}  # enumerated on one toy: each costs ~10x a shallow one
+CASES = [
+    (v, d, t) for v, drafts in APPLIES.items() for d in drafts for t in TOYS if d not in DEEP or t == "dense"
+]
 
 
 def _error(verifier: str, draft: str, toy_name: str, **broken) -> float:

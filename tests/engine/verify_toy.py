@@ -99,15 +99,17 @@ class EnumDecisions:
         if self.bonus_from_p:
             dist = self.tree.target[node]
         total = dist.total()
-        if total <= 0.0:  # a numerically empty residual: the product's fallback
-            return max(dist.inside, key=lambda x: dist.inside[x])
         p = self.full_p[node]
         options = []
         for x in range(len(p)):
             if x in dist.inside:
-                options.append((x, dist.inside[x] / total))
+                options.append((x, dist.inside[x] / total if total > 0.0 else 0.0))
             elif dist.base_outside > 0.0:
                 options.append((x, dist.outside / total * p[x] / dist.base_outside))
+        if not any(prob > 0.0 for _, prob in options):
+            # A numerically empty residual (its mass only the rounding of 1 - Σ p on C_u, reached with
+            # probability of that order; three deep and more): the product's fallback.
+            return max(dist.inside, key=lambda x: dist.inside[x])
         return int(self.b.choice(options))  # type: ignore[arg-type]
 
 
