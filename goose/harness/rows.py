@@ -17,6 +17,7 @@ import torch
 from goose.engine.budget.latency_cache import cpu_model
 from goose.engine.core.decode import Generation
 from goose.engine.core.tree import DraftTree
+from goose.engine.core.verify.expected import accepted_length_law, applicable, reach
 from goose.engine.forward.packed_linear import native_bf16
 from goose.records.code_state import code_state
 
@@ -77,14 +78,39 @@ def sample_tree(gen_trees: list[tuple[DraftTree, list[int]]]) -> dict[str, Any] 
 
 class TreeSampler:
     """A step callback that keeps the trees of the first `keep` steps of a prompt (for the
-    topology figure) with their accepted paths."""
+    topology figure) with their accepted paths, and every sampled draft's tree as its verifier saw it
+    (`views`, for `exact_fields` after the generation: nothing is computed inside the timed loop)."""
 
     def __init__(self, keep: int = 16) -> None:
-        self.keep, self.trees = keep, []
+        self.keep, self.trees, self.views = keep, [], []
 
     def __call__(self, tree: DraftTree, outcome: Any, record: Any) -> None:
         if len(self.trees) < self.keep:
             self.trees.append((tree, outcome.accepted_nodes))
+        if outcome.view is not None:
+            self.views.append(outcome.view)
+
+
+def exact_fields(views: list[Any]) -> dict[str, Any]:
+    """The row's exact_* fields from the sampled drafts' trees: per verifier exact on every one of them,
+    Σ E[accepted] and Σ P(accepted ≥ d) (goose.engine.core.verify.expected); {} without sampled drafts."""
+    if not views:
+        return {}
+    verifiers = [v for v in applicable(views[0]) if all(v in applicable(t) for t in views[1:])]
+    accepted: dict[str, float] = {}
+    by_depth: dict[str, list[float]] = {}
+    for verifier in verifiers:
+        total, depth = 0.0, []
+        for view in views:
+            law = accepted_length_law(verifier, view)
+            total += sum(k * p for k, p in enumerate(law))
+            for d, p in enumerate(reach(law)):
+                if d == len(depth):
+                    depth.append(0.0)
+                depth[d] += p
+        accepted[verifier] = round(total, 9)
+        by_depth[verifier] = [round(x, 9) for x in depth]
+    return {"exact_steps": len(views), "exact_accepted": accepted, "exact_reach": by_depth}
 
 
 def generation_row(gen: Generation) -> dict[str, Any]:

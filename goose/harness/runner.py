@@ -40,7 +40,7 @@ from goose.harness.cells import Cell, Draw, SamplingPlan, sequence_seed
 from goose.harness.chat import encode_prompt
 from goose.harness.progress import CellProgress, _terminal_width, logger
 from goose.harness.resume import merge_new_rows, reference_lock, restore_run_state, warn_if_cut
-from goose.harness.rows import SESSION_ID, TreeSampler, environment, generation_row, sample_tree
+from goose.harness.rows import SESSION_ID, TreeSampler, environment, exact_fields, generation_row, sample_tree
 from goose.harness.run_state import RunStateStore
 from goose.harness.verdicts import divergence_verdict, lossless_fields, near_tie_threshold, row_verdict
 from goose.records.code_state import check_one_code_state
@@ -293,6 +293,7 @@ def _run_one(
         row.fill(generation_row(gen))
         row.fill(degenerate_fields(row))
         row.sample_tree = sample_tree(sampler.trees)
+        row.fill(exact_fields(sampler.views))
         verdict = row_verdict(
             engine,
             prompt_ids,

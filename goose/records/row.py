@@ -210,6 +210,20 @@ class ResultRow:
     sample_tree: dict | None = _f(
         "measured", "The largest of the first trees: tokens, parents, sources, depths, accepted."
     )
+    exact_steps: int = _f(
+        "acceptance",
+        "Steps whose draft carried q (sampled drafts): those the exact_* fields are summed over.",
+    )
+    exact_accepted: dict = _f(
+        "acceptance",
+        "Per verifier exact on each such step's tree, Σ over those steps of its exact E[accepted] on that very "
+        "tree (goose.engine.core.verify.expected): verifiers compared on identical drafts, without sampling "
+        "noise.",
+    )
+    exact_reach: dict = _f(
+        "acceptance",
+        "Per verifier, Σ over those steps of P(accepted ≥ d) for d = 1, 2, ...: efficiency by depth.",
+    )
 
     lossless: bool | None = _f(
         "verdict", "Output equals the AR reference (None: not checkable, see below).", need="ok"

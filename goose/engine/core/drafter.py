@@ -27,12 +27,15 @@ from goose.engine.core.tree import DraftTree
 @dataclass
 class VerifyOutcome:
     """One verification step's result: logits and argmax `predictions` of every node, `accepted_nodes` (root
-    first) and `new_tokens` (accepted tokens plus the bonus, cut at EOS and max_new_tokens)."""
+    first) and `new_tokens` (accepted tokens plus the bonus, cut at EOS and max_new_tokens); for a sampled
+    draft that carries q, the tree as its verifier saw it (`view`, a goose.engine.core.verify.SampledTree:
+    goose.engine.core.verify.expected computes any verifier's exact accepted length on it)."""
 
     logits: torch.Tensor
     predictions: list[int]
     accepted_nodes: list[int]
     new_tokens: list[int]
+    view: Any = None
 
 
 @dataclass

@@ -347,9 +347,11 @@ class VerificationEngine:
             )
         else:
             walked = match_samples(tree, scores, noise, pred, finite, inputs)
-        predictions, flags, path, bonus, t1 = walked
+        predictions, flags, path, bonus, t1, view = walked
         self._raise_if_non_finite(flags)
-        return self._commit(tree, path, bonus, budget, logits, predictions, t1 - t0)
+        outcome = self._commit(tree, path, bonus, budget, logits, predictions, t1 - t0)
+        outcome.view = view
+        return outcome
 
     def _raise_if_non_finite(self, flags: Sequence[float]) -> None:
         if 0 in flags:

@@ -33,9 +33,10 @@ def walk_proposals(
     target_noise: TargetNoise,
     first_position: int,
     verifier: str,
-) -> tuple[list[int], list[float], list[int], int, float]:
-    """(argmax per node, finiteness flags, accepted path, bonus token, the clock at the host sync) for `tree`
-    with proposals, `scores` the warped logits [n, V] and `noise` the target's Gumbel rows of its nodes."""
+) -> tuple[list[int], list[float], list[int], int, float, SampledTree]:
+    """(argmax per node, finiteness flags, accepted path, bonus token, the clock at the host sync, the tree as
+    the walk saw it) for `tree` with proposals, `scores` the warped logits [n, V] and `noise` the target's
+    Gumbel rows of its nodes."""
     n = len(tree)
     children = [[c for c in kids if c < tree.acceptable] for kids in tree.children()]
     cands = candidate_sets([[tree.tokens[c] for c in kids] for kids in children], tree.proposals)
@@ -53,7 +54,7 @@ def walk_proposals(
         step_uniform=target_noise.step_uniform,
     )
     path, bonus = verify_walk(verifier, view, decisions)
-    return [int(v) for v in values[:n]], values[n : 2 * n], path, bonus, synced
+    return [int(v) for v in values[:n]], values[n : 2 * n], path, bonus, synced, view
 
 
 def match_samples(
@@ -63,9 +64,9 @@ def match_samples(
     pred: torch.Tensor,
     finite: torch.Tensor,
     inputs: TreeInputs | None,
-) -> tuple[list[int], list[int], list[int], int, float]:
+) -> tuple[list[int], list[int], list[int], int, float, None]:
     """Sample-and-match for `tree` without proposals: (argmax per node, finiteness flags, accepted path,
-    bonus token, the clock at the host sync). Each node's target sample is argmax(scores + noise); a node
+    bonus token, the clock at the host sync, None: no q to compare verifiers on). Each node's target sample is argmax(scores + noise); a node
     is on the path when every ancestor's token equals its parent's sample, computed on the device
     (`inputs`: the tree's tensors, None for the anchor alone); the bonus is the sample at the path's end."""
     targets, draws = sample_and_match(scores, noise)
@@ -84,4 +85,4 @@ def match_samples(
         path = list(compress(range(tree.acceptable), rows[4]))
         if tree.depths[path[-1]] != len(path) - 1:  # duplicate tokens under a parent
             path = greedy_walk(tree, rows[2])
-    return rows[0], rows[1], path, rows[3][path[-1]], synced
+    return rows[0], rows[1], path, rows[3][path[-1]], synced, None
