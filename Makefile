@@ -32,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-all lint figures bench heldout bench-sampling bench-verifiers delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
+.PHONY: install assets test test-all lint figures bench heldout bench-sampling bench-verifiers verifier-claims delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -110,6 +110,21 @@ bench-verifiers:  ## verifiers of sampled drafts x draft shapes x drafters, side
 			--data-dir $(DATA_DIR) --methods $(VERIFIER_CONTENDERS) --temperature $$t \
 			$$(test -f $$shape && echo --method-overrides $$shape) \
 			--out results/studies/verifiers/$(VERIFIER_MODEL)_T$$t || exit 1; \
+	done
+
+# make verifier-claims: the verification papers' claims on identical drafts (issue 59): STAND and the
+# self-draft in every draft shape, each run once (recursive rejection sampling verifies), every row carrying
+# each exact verifier's E[accepted] on the very trees it verified (exact_accepted), per temperature, into
+# results/studies/verifier_claims/<model>_T<t>; `make figures` writes figures/studies/verifier_claims/claims.md
+# (effect, 95 % bootstrap interval over prompts, verdict per claim).
+CLAIMS_ARGS ?= --dtype float32 --benches humaneval,gsm8k,mtbench --limit 10 --repeats 1
+CLAIMS_METHODS ?= stand,stand_chain,stand_iid,stand_delayed,self_draft_tree,self_draft,self_draft_iid,self_draft_delayed
+
+verifier-claims:  ## verifier claims on identical drafts: exact expectations per recorded tree, per temperature
+	for t in $(VERIFIER_TEMPERATURES); do \
+		$(PYTHON) -m experiments.bench --threads $(THREADS) --model $(VERIFIER_MODEL) $(CLAIMS_ARGS) --hf "" \
+			--data-dir $(DATA_DIR) --methods $(CLAIMS_METHODS) --temperature $$t \
+			--out results/studies/verifier_claims/$(VERIFIER_MODEL)_T$$t || exit 1; \
 	done
 
 # make delayed-grid: the delayed tree's (K, L1, L2) per setting (model, temperature), by measured tokens/s on

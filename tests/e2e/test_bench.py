@@ -210,14 +210,18 @@ def test_a_greedy_run_refuses_a_named_verifier(capsys):
 
 def test_each_contender_verifies_with_its_own_verifier_side_by_side(tmp_path, monkeypatch):
     """The same drafter under two verifiers: two contenders, rows told apart by their `verifier`, and the
-    Block walk runs for the @block contender's steps only."""
+    Block walk verifies the @block contender's steps only (walks deciding with the target's noise; the
+    rows' exact expectations replay every applicable verifier after the generation, with scripted
+    decisions)."""
     import goose.engine.core.verify as verify
+    from goose.engine.core.verify.inputs import NoiseDecisions
 
     calls: list[int] = []
     block_walk = verify.block_walk
 
     def spy(*a, **k):
-        calls.append(1)
+        if isinstance(a[-1], NoiseDecisions):
+            calls.append(1)
         return block_walk(*a, **k)
 
     monkeypatch.setattr(verify, "block_walk", spy)

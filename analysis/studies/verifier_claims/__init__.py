@@ -1,0 +1,1 @@
+"""Study: the verification papers' claims on identical drafts (results/studies/verifier_claims/)."""

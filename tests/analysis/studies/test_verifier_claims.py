@@ -1,0 +1,67 @@
+"""analysis/studies/verifier_claims/claims.py on hand-built rows: β per verifier from exact_accepted, the
+paired effect per prompt, the bootstrap interval around a known mean, and each verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.studies.verifier_claims.claims import (
+    bootstrap_interval,
+    claim_effects,
+    claims_table,
+    drafter_and_shape,
+    exact_rows,
+    verdict,
+)
+from goose.records.results import append_row
+
+
+def row(method: str, shape: str, prompt: int, steps: int, accepted: dict[str, float]) -> dict:
+    return {
+        "status": "ok",
+        "model": "m",
+        "bench": "b",
+        "method": method,
+        "method_config": {"shape": shape},
+        "prompt_id": prompt,
+        "sample_seed": 7,
+        "repeat": 0,
+        "temperature": 0.6,
+        "exact_steps": steps,
+        "exact_accepted": accepted,
+        "exact_reach": {v: [a] for v, a in accepted.items()},
+    }
+
+
+def test_drafter_and_shape():
+    assert drafter_and_shape("stand_chain", {"shape": "chain"}) == ("stand", "chain")
+    assert drafter_and_shape("self_draft", {"shape": "chain"}) == ("self_draft", "chain")
+    assert drafter_and_shape("self_draft_tree", {"shape": "tree"}) == ("self_draft", "tree")
+    assert drafter_and_shape("stand", None) == ("stand", "tree")
+
+
+def test_effects_are_paired_ratios_of_block_efficiency(tmp_path):
+    """β = 1 + Σ E / steps; Traversal / RRS − 1 per prompt on the same rows: (1 + 12/10) / (1 + 10/10) − 1
+    = 0.1 and (1 + 6/4) / (1 + 4/4) − 1 = 0.25."""
+    path = tmp_path / "m_T0.6" / "r.jsonl"
+    append_row(path, row("stand", "tree", 1, 10, {"rrs": 10.0, "traversal": 12.0}))
+    append_row(path, row("stand", "tree", 2, 4, {"rrs": 4.0, "traversal": 6.0}))
+    df = exact_rows(tmp_path)
+    assert sorted(df["beta_traversal"]) == [pytest.approx(2.2), pytest.approx(2.5)]
+    effects = claim_effects(df, ("tree", "traversal"), ("tree", "rrs"))
+    assert sorted(effects) == [pytest.approx(0.1, abs=1e-12), pytest.approx(0.25, abs=1e-12)]
+    (table_row,) = claims_table(df)
+    assert table_row[3] == "Traversal ≥ RRS on trees" and table_row[4] == "2" and table_row[5] == "+17.50%"
+
+
+def test_bootstrap_interval_and_verdicts():
+    mean, low, high = bootstrap_interval([1.0] * 10)
+    assert (mean, low, high) == (1.0, 1.0, 1.0)
+    effects = [0.01 * (i % 5 - 2) for i in range(50)]  # mean 0, spread ±0.02
+    mean, low, high = bootstrap_interval(effects)
+    assert mean == pytest.approx(0.0, abs=1e-15) and low < 0 < high
+    assert high - low == pytest.approx(2 * 1.96 * 0.01414 / 50**0.5, rel=0.15)
+    assert verdict(0.05, 0.01, 0.09, 20) == "reproduced"
+    assert verdict(-0.05, -0.09, -0.01, 20) == "refuted"
+    # half-width 0.04 around 0.02: 20 · (0.04 / 0.02)² = 80 prompts would make the half-width the effect
+    assert verdict(0.02, -0.02, 0.06, 20) == "too small to tell (~80 prompts)"
