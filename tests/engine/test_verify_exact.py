@@ -43,6 +43,12 @@ DRAFTS = {
     "tree[2,1,2]": (lambda toy: partial(draft_fixed_tree, toy=toy, prompt=PROMPT, widths=(2, 1, 2)), 4),
     "iid-K2-L3": (lambda toy: partial(draft_paths, toy=toy, prompt=PROMPT, k=2, trunk=0, length=3), 4),
     "delayed-1-2-2": (lambda toy: partial(draft_paths, toy=toy, prompt=PROMPT, k=2, trunk=1, length=2), 4),
+    # the dynamic delay: the trunk (up to 2) branches early where q's top token is below 0.578 (on the seed2
+    # toy: at the anchor never, one level down under token 0 only, so the trunk's length varies)
+    "dynamic-2-2-1": (
+        lambda toy: partial(draft_paths, toy=toy, prompt=PROMPT, k=2, trunk=2, length=1, branch_below=0.578),
+        4,
+    ),
 }
 APPLIES = {
     "rrs": list(DRAFTS),
@@ -54,15 +60,15 @@ APPLIES = {
         "delayed-1-2-1",
         "iid-K2-L3",
         "delayed-1-2-2",
+        "dynamic-2-2-1",
     ],
     "traversal": list(DRAFTS),
     "block": ["chain2", "chain3-stop"],
-    "gbv": ["iid-K2-L2", "iid-K3-L1", "delayed-1-2-1", "iid-K2-L3", "delayed-1-2-2"],
+    "gbv": ["iid-K2-L2", "iid-K3-L1", "delayed-1-2-1", "iid-K2-L3", "delayed-1-2-2", "dynamic-2-2-1"],
 }
-DEEP = {"tree[2,1,2]", "iid-K2-L3", "delayed-1-2-2"}  # enumerated on one toy: each costs ~10x a shallow one
-CASES = [
-    (v, d, t) for v, drafts in APPLIES.items() for d in drafts for t in TOYS if d not in DEEP or t == "dense"
-]
+# three-deep shapes cost ~10x a shallow one: each is enumerated on one toy
+DEEP = {"tree[2,1,2]": "dense", "iid-K2-L3": "dense", "delayed-1-2-2": "dense", "dynamic-2-2-1": "seed2"}
+CASES = [(v, d, t) for v, drafts in APPLIES.items() for d in drafts for t in TOYS if DEEP.get(d, t) == t]
 
 
 def _error(verifier: str, draft: str, toy_name: str, **broken) -> float:

@@ -175,13 +175,20 @@ def draft_chain(b: Brancher, toy: Toy, prompt, length: int, stop_below: float = 
     return draft
 
 
-def draft_paths(b: Brancher, toy: Toy, prompt, k: int, trunk: int, length: int) -> Draft:
+def draft_paths(
+    b: Brancher, toy: Toy, prompt, k: int, trunk: int, length: int, branch_below: float = 0.0
+) -> Draft:
     """A (K, L1, L2) delayed tree: a trunk of `trunk` draws, then K i.i.d. paths of `length` (trunk 0: K
-    i.i.d. paths from the anchor), merged into their trie; DraftTree.paths holds the K paths."""
+    i.i.d. paths from the anchor), merged into their trie; DraftTree.paths holds the K paths. With
+    `branch_below`, the paths branch early at the first trunk node whose q has no token above it (the
+    dynamic delay: a decision on the node's own q, made before any of its children is drawn)."""
     draft = start(toy, prompt)
     u = 0
     for _ in range(trunk):
-        u = add(toy, draft, u, b.categorical(toy.q(draft.contexts[u])))
+        q = toy.q(draft.contexts[u])
+        if max(q) < branch_below:
+            break
+        u = add(toy, draft, u, b.categorical(q))
     paths = []
     for _ in range(k):
         node, path = u, []

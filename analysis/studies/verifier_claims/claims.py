@@ -26,7 +26,7 @@ from goose.records.results import read_rows
 DESCRIPTION = __doc__.splitlines()[0]
 BOOTSTRAP = 2000
 SEED = 0
-SHAPE_SUFFIXES = ("tree", "chain", "iid", "delayed")
+SHAPE_SUFFIXES = ("tree", "chain", "iid", "delayed", "dynamic")
 DEPTHS = 6  # depths shown in the efficiency-by-depth table
 
 # (claim, left (shape, verifier), right (shape, verifier)); the same shape on both sides: paired per tree
@@ -39,12 +39,17 @@ CLAIMS = [
     ("GBV (K paths) ≥ Block (one chain)", ("iid", "gbv"), ("chain", "block")),
     ("delayed ≥ root i.i.d. (Traversal)", ("delayed", "traversal"), ("iid", "traversal")),
     ("delayed ≥ root i.i.d. (GBV)", ("delayed", "gbv"), ("iid", "gbv")),
+    ("dynamic delay ≥ static delay (GBV)", ("dynamic", "gbv"), ("delayed", "gbv")),
+    ("dynamic delay ≥ static delay (Traversal)", ("dynamic", "traversal"), ("delayed", "traversal")),
 ]
 
 
 def drafter_and_shape(method: str, config: dict | None) -> tuple[str, str]:
-    """(drafter, draft shape): `stand_chain` -> (stand, chain); a method without a shape suffix drafts trees."""
+    """(drafter, draft shape): `stand_chain` -> (stand, chain); a method without a shape suffix drafts trees;
+    a delayed tree with the dynamic delay (`branch_below` > 0) is the shape `dynamic`."""
     shape = str((config or {}).get("shape", "tree"))
+    if shape == "delayed" and float((config or {}).get("branch_below", 0.0)) > 0.0:
+        shape = "dynamic"
     for suffix in SHAPE_SUFFIXES:
         if method.endswith("_" + suffix):
             return method[: -len(suffix) - 1], shape

@@ -38,6 +38,11 @@ def test_drafter_and_shape():
     assert drafter_and_shape("self_draft", {"shape": "chain"}) == ("self_draft", "chain")
     assert drafter_and_shape("self_draft_tree", {"shape": "tree"}) == ("self_draft", "tree")
     assert drafter_and_shape("stand", None) == ("stand", "tree")
+    assert drafter_and_shape("stand_dynamic", {"shape": "delayed", "branch_below": 0.5}) == (
+        "stand",
+        "dynamic",
+    )
+    assert drafter_and_shape("stand_delayed", {"shape": "delayed"}) == ("stand", "delayed")
 
 
 def test_effects_are_paired_ratios_of_block_efficiency(tmp_path):
