@@ -85,14 +85,21 @@ runs, results/protocol/<name>-v<k>/ (tables in figures/protocol/); the studies' 
 results/studies/<study>/.../<run>/ (figures/studies/<study>/); runs of your own, <records>/bench/<run>/."""
 
 
+# Studies whose runs are read for acceptance only (τ, exact expectations), not timed: their cores may have
+# been shared with other work, so no wall-clock table is built from them.
+UNTIMED_STUDIES = ("verifier_claims",)
+
+
 def run_folders(records: Path) -> list[tuple[str, Path, str]]:
     """(name, folder, figures subfolder) of every `make bench` run (a folder holding repeat0/) under
-    `records`, by RUN_HOMES."""
+    `records`, by RUN_HOMES, but the UNTIMED_STUDIES."""
     found = []
     for home, figures in RUN_HOMES:
         base = records / home
         for repeat0 in sorted(base.rglob("repeat0")) if base.is_dir() else []:
             folder = repeat0.parent
+            if home == "studies" and folder.relative_to(base).parts[0] in UNTIMED_STUDIES:
+                continue
             sub = f"{figures}/{folder.relative_to(base).parts[0]}" if home == "studies" else figures
             found.append((folder.name, folder, sub))
     return found

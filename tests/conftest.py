@@ -110,3 +110,11 @@ def method_config(name: str):
     from goose.harness.compose import compose_config
 
     return compose_config([f"method={name}"], validate=False).method
+
+
+@pytest.fixture(scope="session", autouse=True)
+def structured_configs() -> None:
+    """Hydra's structured configs (conf/method/*.yaml extend `drafter/<Class>`) registered once, as run.py's
+    import of goose.harness.config_schema registers them, so that a test file composing conf/ directly
+    passes on its own, not only after another file imported the schema."""
+    import goose.harness.config_schema  # noqa: F401  (registers on import)

@@ -375,6 +375,8 @@ EXPECTED = {
     "step_cost_in_run.md",
     "verifier_eval.md",
     "verifier_orderings.md",
+    "claims.md",
+    "efficiency_by_depth.md",
     "self_draft_cost.md",
     "time_split.md",
     "time_split.tex",
@@ -711,11 +713,22 @@ def write_step_cost_rows(out: Path) -> Path:
     return path
 
 
+def write_claim_rows(out: Path) -> None:
+    """Rows with exact expectations (make verifier-claims) for analysis/studies/verifier_claims/claims.py."""
+    from goose.records.results import append_row
+    from tests.analysis.studies.test_verifier_claims import row
+
+    path = out / "studies" / "verifier_claims" / "m_T0.6" / "repeat0" / "m" / "b.jsonl"
+    for prompt in range(3):
+        append_row(path, row("stand", "tree", prompt, 10, {"rrs": 5.0 + prompt, "traversal": 6.0 + prompt}))
+
+
 def test_make_figures_writes_every_file(grid, tmp_path, capsys):
     out = tmp_path / "fig"
     write_bench_rows(tmp_path / "rec", "smollm2-135m-bfloat16-v1", home="protocol")  # a canonical run
     write_cost_curve_record(tmp_path / "rec")
     write_step_cost_rows(tmp_path / "rec")
+    write_claim_rows(tmp_path / "rec")
     write_spec_run(tmp_path / "rec" / "heldout" / "tiny-bfloat16")  # a held-out run (make heldout)
     write_fresh_run(tmp_path / "rec" / "heldout" / "tiny-bfloat16")
     args = ["--results", str(grid), "--records", str(tmp_path / "rec"), "--out", str(out)]
