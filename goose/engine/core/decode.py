@@ -76,6 +76,51 @@ def shape_counts(parents: Sequence[int], accepted_nodes: Sequence[int]) -> dict[
     return out
 
 
+def draft_step(
+    drafter: Drafter, sizer: TreeSizer, committed: list[int], depth: int
+) -> tuple[DraftTree, str, bool]:
+    """One step's tree, cut to `depth`: the drafter's proposal as the sizer sizes it, or the anchor alone when
+    the sizer takes a plain AR step. Returns (tree, route, drafted)."""
+    sizer.start_step(committed)
+    if not sizer.drafts():
+        return DraftTree.single(committed[-1]), "ar", False
+    proposed = drafter.propose(committed)
+    sized = sizer.size(proposed)
+    route = drafter.route if len(sized) > 1 or len(proposed) == 1 else "ar"  # cut to the anchor: AR
+    return sized.truncate_depth(depth), route, True
+
+
+def step_record(
+    tree: DraftTree,
+    outcome: VerifyOutcome,
+    route: str,
+    drafted: bool,
+    draft_s: float,
+    verify_s: float,
+    update_s: float,
+    forward_s: float,
+) -> StepRecord:
+    """The `StepRecord` of one verified `tree`: per-source offered / accepted counts, shape counts, seconds."""
+    draft_sources = tree.sources[: tree.acceptable]  # node 0 is ROOT; nodes past accept_limit are no drafts
+    path_sources = [tree.sources[node] for node in outcome.accepted_nodes[1:]]
+    return StepRecord(
+        route=route,
+        tree_size=len(tree),
+        accepted_len=len(outcome.accepted_nodes) - 1,
+        new_tokens=len(outcome.new_tokens),
+        offered={SOURCE_NAMES[s]: draft_sources.count(s) for s in DRAFT_SOURCES},
+        accepted={SOURCE_NAMES[s]: path_sources.count(s) for s in DRAFT_SOURCES},
+        draft_s=draft_s,
+        verify_s=verify_s,
+        update_s=update_s,
+        forward_s=forward_s,
+        walk_s=max(verify_s - forward_s, 0.0),
+        drafted=drafted,
+        # drafted nodes only: those past accept_limit (Lookahead's Jacobi nodes) are never drafts
+        **shape_counts(tree.parents[: tree.acceptable], outcome.accepted_nodes),
+    )
+
+
 def _add_counts(total: list[int], counts: list[int]) -> None:
     """total += counts, elementwise, growing total as needed."""
     total.extend([0] * (len(counts) - len(total)))
@@ -205,15 +250,7 @@ def generate(
         # Cut a tree deeper than the window or the tokens still wanted (depth d commits at most d + 1 tokens);
         # a drafter that `verifies_full_tree` is cut to the window only.
         depth = room if drafter.verifies_full_tree else min(room, budget - 1)
-        sizer.start_step(committed)
-        drafted = sizer.drafts()
-        if drafted:
-            proposed = drafter.propose(committed)
-            sized = sizer.size(proposed)
-            route = drafter.route if len(sized) > 1 or len(proposed) == 1 else "ar"  # cut to the anchor: AR
-            tree = sized.truncate_depth(depth)
-        else:
-            tree, route = DraftTree.single(committed[-1]), "ar"
+        tree, route, drafted = draft_step(drafter, sizer, committed, depth)
         t1 = _clock(device)
         outcome = engine.verify(tree, budget=budget)
         t2 = _clock(device)
@@ -226,27 +263,8 @@ def generate(
         t3 = _clock(device)
         sizer_s = t3 - t_update
         forward_calls += 1
-        draft_sources = tree.sources[
-            : tree.acceptable
-        ]  # node 0 is ROOT; nodes past accept_limit are no drafts
-        offered = {SOURCE_NAMES[s]: draft_sources.count(s) for s in DRAFT_SOURCES}
-        path_sources = [tree.sources[node] for node in outcome.accepted_nodes[1:]]
-        accepted = {SOURCE_NAMES[s]: path_sources.count(s) for s in DRAFT_SOURCES}
-        record = StepRecord(
-            route=route,
-            tree_size=len(tree),
-            accepted_len=len(outcome.accepted_nodes) - 1,
-            new_tokens=len(outcome.new_tokens),
-            offered=offered,
-            accepted=accepted,
-            draft_s=t1 - t0,
-            verify_s=t2 - t1,
-            update_s=t3 - t2,
-            forward_s=min(engine.last_forward_s, t2 - t1),
-            walk_s=max(t2 - t1 - engine.last_forward_s, 0.0),
-            drafted=drafted,
-            # drafted nodes only: those past accept_limit (Lookahead's Jacobi nodes) are never drafts
-            **shape_counts(tree.parents[: tree.acceptable], outcome.accepted_nodes),
+        record = step_record(
+            tree, outcome, route, drafted, t1 - t0, t2 - t1, t3 - t2, min(engine.last_forward_s, t2 - t1)
         )
         steps.append(record)
         if on_step is not None:

@@ -53,13 +53,14 @@ def attend(
     A one-token half-precision step on a CPU attends with each KV head's query heads as rows of one head:
     the same products, but CPU sdpa's single-query half-precision path is several times slower.
     """
-    n, heads, d = qk.shape[1], qk.shape[2], qk.shape[3]
+    b, n, heads, d = qk.shape
     h = heads - kv
     qk = qk * cos + _rotate_half(qk) * sin
     q, k = qk.transpose(1, 2).split((h, kv), dim=1)
     k, v = cache.update(k, v.transpose(1, 2), layer)
     if (
         GROUP_HALF_QUERY_ROWS
+        and b == 1
         and n == 1
         and mask is None
         and h != kv
@@ -79,7 +80,7 @@ def attend(
         scale=scale,
         enable_gqa=h != k.shape[1],
     )
-    return o.transpose(1, 2).reshape(1, n, h * d)
+    return o.transpose(1, 2).reshape(b, n, h * d)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,16 +259,29 @@ class LeanDecoder(torch.nn.Module):
     ) -> torch.Tensor:
         """Logits [n, V] (or [1, V] with last_only) of `input_ids` [1, n] at `position_ids`,
         writing their keys and values into `cache`; `skip`: sub-layers left out (a self-draft)."""
-        n = input_ids.shape[1]
+        return self.forward_batch(input_ids, position_ids, mask, cache, last_only, skip)[0]
+
+    def forward_batch(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
+        cache: TreeKVCache,
+        last_only: bool = False,
+        skip: SkipSet = NO_SKIP,
+    ) -> torch.Tensor:
+        """Logits [B, n, V] of `input_ids` [B, n] at `position_ids` [B, n] under `mask` [B, 1, n, keys]:
+        the batched engine's forward (goose.engine.batch); a batch of one is `forward`."""
+        b, n = input_ids.shape
         x = self.embed(input_ids)
         cos, sin = self.rotary(x, position_ids)
-        cos, sin = cos[:, :, None], sin[:, :, None]  # [1, n, 1, d]: broadcast over heads
+        cos, sin = cos[:, :, None], sin[:, :, None]  # [B, n, 1, d]: broadcast over heads
         for i, layer in enumerate(self.layers):
             layer_mask = mask.get(self.layer_types[i]) if isinstance(mask, dict) else mask
             h, kv, inter = layer.heads, layer.kv_heads, layer.inter
             if i not in skip.attention:
                 y = _rms_norm(x, layer.w_in, layer.eps_in)
-                qkv = layer.qkv_proj(y).view(1, n, h + 2 * kv, layer.head_dim)
+                qkv = layer.qkv_proj(y).view(b, n, h + 2 * kv, layer.head_dim)
                 qk, v = qkv.split((h + kv, kv), dim=2)  # queries and keys get the same norm and RoPE
                 if layer.qk_norm is not None:  # Qwen3: RMSNorm over each head (q_norm for q, k_norm for k)
                     qk = _rms_norm(qk, *layer.qk_norm)
@@ -279,4 +293,4 @@ class LeanDecoder(torch.nn.Module):
             x = x + layer.down_proj(F.silu(gate) * up)
         if last_only:
             x = x[:, -1:]
-        return self.lm_head(_rms_norm(x, self.norm_w, self.norm_eps))[0]
+        return self.lm_head(_rms_norm(x, self.norm_w, self.norm_eps))

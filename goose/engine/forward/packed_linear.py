@@ -90,7 +90,7 @@ class PackedLinear(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight is None:
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
-        if x.shape[-2] <= EMULATED_BF16_MAX_ROWS:
+        if x.numel() <= EMULATED_BF16_MAX_ROWS * x.shape[-1]:  # rows of the product (all leading dims)
             return F.linear(x, self.weight, self.plain_bias)
         y = torch.ops.mkldnn._linear_pointwise(x.float(), self.packed, self.bias, "none", [], "")
         return y.to(x.dtype)
