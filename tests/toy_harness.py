@@ -4,15 +4,21 @@ to apply it there)."""
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 
+from goose.engine.core.drafter import Drafter
 from goose.engine.core.verifier import VerificationEngine
 from goose.engine.forward.choose import verification_engine
 from goose.harness.benchmarks.spec import Prompt
+from goose.harness.config_schema import register
 from goose.harness.runner import Cell
+from tests.conftest import ROOT
 from tests.tiny_models import VOCAB, tiny_model
 
 POISON = VOCAB - 1  # a prompt holding this token triggers the injected fault
@@ -56,3 +62,20 @@ def tiny_engine(seed: int = 0, context_length: int = 256) -> VerificationEngine:
 
 def cell_of(method: str, drafter, max_new: int = 24) -> Cell:
     return Cell("tiny", "toy", method, drafter.config(), max_new, "float32")
+
+
+@functools.cache
+def _method_config(method: str):
+    register()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return compose(config_name="config", overrides=[f"method={method}"])
+
+
+def drafter_of(method: str) -> Drafter:
+    """A fresh drafter of the configured method `method` (conf/method/<method>.yaml)."""
+    return instantiate(_method_config(method).method.drafter, _convert_="all")
+
+
+# Methods that read something the tiny random model cannot give (REST: a datastore in a real tokenizer's ids).
+NEEDS_REAL_MODEL = {"rest"}
+METHODS = sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml") if p.stem not in NEEDS_REAL_MODEL)

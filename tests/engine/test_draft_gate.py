@@ -17,8 +17,6 @@ import time
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 
 from goose.engine.budget.auto_budget import AutoBudget, AutoBudgetSettings
 from goose.engine.budget.cost_model import LatencyTable
@@ -29,10 +27,8 @@ from goose.engine.core.sizing import StepTiming, TreeSizer
 from goose.engine.core.tree import SPINE, DraftTree
 from goose.engine.forward.choose import verification_engine
 from goose.harness.compose import auto_budget_settings
-from goose.harness.config_schema import register
-from tests.conftest import ROOT
 from tests.tiny_models import VOCAB, tiny_model
-from tests.toy_harness import one_thread  # noqa: F401
+from tests.toy_harness import METHODS, drafter_of, one_thread  # noqa: F401
 
 
 def drafted(tokens: int, seconds: float, nodes: int = 4) -> StepCost:
@@ -224,24 +220,12 @@ def test_the_gate_stops_drafting_when_drafts_fail(engine):
     )
 
 
-def drafter_of(method: str) -> Drafter:
-    register()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose(config_name="config", overrides=[f"method={method}"])
-    return instantiate(cfg.method.drafter, _convert_="all")
-
-
 class RandomGate(TreeSizer):
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
 
     def drafts(self) -> bool:
         return self.rng.random() < 0.5
-
-
-# Methods that read something the tiny random model cannot give (REST: a datastore in a real tokenizer's ids).
-NEEDS_REAL_MODEL = {"rest"}
-METHODS = sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml") if p.stem not in NEEDS_REAL_MODEL)
 
 
 @pytest.mark.parametrize("method", METHODS)
