@@ -32,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-each test-all lint figures bench heldout bench-sampling bench-verifiers verifier-claims delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
+.PHONY: install assets test test-each test-all lint figures bench heldout bench-sampling bench-verifiers verifier-claims batching delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -134,6 +134,19 @@ verifier-claims:  ## verifier claims on identical drafts: exact expectations per
 			--data-dir $(DATA_DIR) --methods $(CLAIMS_METHODS) --temperature $$t \
 			--out results/studies/verifier_claims/$(VERIFIER_MODEL)_T$$t || exit 1; \
 	done
+
+# make batching: continuous batching on this machine (issue 58; experiments/batching.py, docs/batching.md): each
+# contender serves the same HumanEval, GSM8K and MT-Bench requests through the batched engine at each
+# concurrency, AR at the same concurrency the reference, 3 interleaved rotated repeats, fp32 and bf16, into
+# results/studies/batching/; `make figures` writes figures/studies/batching/throughput.md and the plot.
+# Time it alone on quiet cores.
+BATCHING_ARGS ?= --dtypes float32,bfloat16 --concurrency 1,2,4,8 --benches humaneval,gsm8k,mtbench \
+	--limit 4 --max-new-tokens 64 --repeats 3
+BATCHING_METHODS ?= ar,pld,suffix:auto,tr:auto,goose:auto,hw_tree:auto
+
+batching:  ## continuous batching: tokens/s and TPOT per method and concurrency, AR at the same concurrency
+	$(PYTHON) -m experiments.batching --model $(BENCH_MODEL) --threads $(THREADS) --methods $(BATCHING_METHODS) \
+		$(BATCHING_ARGS) --data-dir $(DATA_DIR) --out results/studies/batching
 
 # make delayed-grid: the delayed tree's (K, L1, L2) per setting (model, temperature), by measured tokens/s on
 # calibration prompts that bench-verifiers does not use (the 3rd of HumanEval and of MT-Bench), into

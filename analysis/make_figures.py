@@ -47,6 +47,7 @@ from analysis import (
 )
 from analysis.load import Results, load
 from analysis.report import Output, Skip
+from analysis.studies.batching import throughput as batching_throughput
 from analysis.studies.hw_tree import hw_tree_calibration, hw_tree_gap, hw_tree_sizing, step_cost_in_run
 from analysis.studies.verifier_claims import claims as verifier_claims
 from analysis.studies.verifiers import verifier_eval
@@ -67,6 +68,7 @@ SCRIPTS = [
     sampling,
     verifier_eval,
     verifier_claims,
+    batching_throughput,
     self_draft_cost,
     wall_clock,
     heldout,

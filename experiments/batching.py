@@ -9,7 +9,7 @@ and the draft / forward / walk / update split; `make figures` tabulates them
 (analysis/studies/batching/throughput.py).
 
     python -m experiments.batching --model smollm2-135m --dtypes float32,bfloat16 --threads 2 \
-        --methods ar,pld,suffix:auto,tr:auto,goose:auto,hw_tree:auto --concurrency 1,2,4,8 \
+        --methods ar,pld,suffix:auto,tr:auto,goose:auto,hw_tree:auto,goose:auto@batch --concurrency 1,2,4,8 \
         --benches humaneval,gsm8k,mtbench --limit 4 --max-new-tokens 64 --repeats 3 \
         --data-dir ../shared/data --out results/studies/batching
 """
@@ -37,8 +37,9 @@ from goose.records.results import append_row, read_rows
 
 
 def contender_factory(name: str, model: str, engine) -> Any:
-    """`method` or `method:auto` (budget=auto: each request's tree sized alone on the batch-1 cost curve)."""
-    method, _, auto = name.partition(":")
+    """`method`, `method:auto` (budget=auto: each request's tree sized alone on the batch-1 cost curve) or
+    `method:auto@batch` (then every tree cut to the batch's common cap, goose.engine.batch.budget)."""
+    method, _, auto = name.partition("@")[0].partition(":")
     make = method_factory(method, model=model)
     if auto == "auto" and method != "ar":
         return auto_budget_factory(make, engine)
@@ -46,7 +47,15 @@ def contender_factory(name: str, model: str, engine) -> Any:
 
 
 def row_method(name: str) -> str:
-    return name.replace(":auto", "_auto")
+    """goose:auto -> goose_auto, goose:auto@batch -> goose_auto_batch."""
+    return name.replace(":auto", "_auto").replace("@", "_")
+
+
+def budget_policy(name: str) -> str:
+    """The contender's budget policy: per_request (budget=auto alone), batch (@batch) or fixed."""
+    if "@" in name:
+        return name.partition("@")[2]
+    return "per_request" if ":auto" in name else "fixed"
 
 
 def summary(served: Served) -> dict[str, Any]:
@@ -68,6 +77,8 @@ def summary(served: Served) -> dict[str, Any]:
         "padded_nodes": sum(s.padded for s in steps),
         "accepted": sum(s.accepted for s in steps),
         "waste_nodes": sum(s.nodes - s.active - s.accepted for s in steps),
+        # budget_policy batch: the mean common cap over the steps it capped (those with 2+ requests)
+        "mean_cap": statistics.fmean(capped) if (capped := [s.cap for s in steps if s.cap]) else None,
         "draft_s": sum(s.draft_s for s in steps),
         "forward_s": sum(s.forward_s for s in steps),
         "walk_s": sum(s.walk_s for s in steps),
@@ -114,7 +125,14 @@ def run_dtype(args: argparse.Namespace, dtype: str, out: Path, env: dict[str, An
             for position, name in enumerate(rotated(contenders, r + ci)):
                 if (row_method(name), concurrency, r) in done:
                     continue
-                served = serve(batch, factories[name], requests, concurrency)
+                policy = budget_policy(name)
+                served = serve(
+                    batch,
+                    factories[name],
+                    requests,
+                    concurrency,
+                    budget_policy="batch" if policy == "batch" else "per_request",
+                )
                 row = {
                     "study": "batching",
                     "model": args.model,
@@ -126,7 +144,7 @@ def run_dtype(args: argparse.Namespace, dtype: str, out: Path, env: dict[str, An
                     "benches": args.benches,
                     "max_new_tokens": args.max_new_tokens,
                     "batch_state": "isolated",
-                    "budget_policy": "per_request" if name.endswith(":auto") else "fixed",
+                    "budget_policy": policy,
                     "forward": batch.forward_name,
                     **summary(served),
                     **identity(engine, requests, served, refs),
@@ -159,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--methods must include ar: AR at the same concurrency is the reference")
     torch.set_num_threads(args.threads)
     out = Path(args.out)
-    env = {k: v for k, v in environment().items() if k in ("hardware", "code_state", "versions", "git_commit")}
+    env = {
+        k: v for k, v in environment().items() if k in ("hardware", "code_state", "versions", "git_commit")
+    }
     for dtype in args.dtypes.split(","):
         run_dtype(args, dtype, out, env)
     return 0

@@ -149,10 +149,11 @@ def _chat_template(setting: bool | str, instruct: bool | None, tokenizer: Any) -
 def speculate(
     model: Any,
     tokenizer: Any = None,
-    prompt: str | Sequence[int] | None = None,
+    prompt: str | Sequence[int] | Sequence[str | Sequence[int]] | None = None,
     method: str = "goose",
     max_new_tokens: int = 128,
     *,
+    concurrency: int = 1,
     temperature: float = 0.0,
     top_p: float = 1.0,
     top_k: int = 0,
@@ -161,14 +162,17 @@ def speculate(
     auto_budget: bool = False,
     config_overrides: Sequence[str] = (),
     **overrides: Any,
-) -> Speculation:
+) -> Speculation | list[Speculation]:
     """Generate up to `max_new_tokens` tokens after `prompt` with `method`'s drafter verified by
     the target model: lossless, so the tokens are the target's own (greedy: AR's output; sampled:
     with a deterministic drafter, AR's sample with the same `seed`).
 
     model, tokenizer: a transformers causal LM and its tokenizer, or a configured model name
         (conf/model/*.yaml, e.g. "smollm2-135m") and tokenizer None.
-    prompt: text (put in the chat template as `chat_template` says) or token ids (used as given).
+    prompt: text (put in the chat template as `chat_template` says) or token ids (used as given); a list of
+        texts or of token-id lists: several requests, answered by a list of Speculations in their order.
+    concurrency: requests verified together in one forward (continuous batching, docs/batching.md); each
+        request's output is what it gets alone. 1: one after another. Only for several prompts.
     method: a configured method (conf/method/*.yaml: ar, pld, goose, tr, ...).
     temperature, top_p, top_k: 0 / 1 / 0 = greedy; else lossless speculative sampling.
     seed: the sequence's seed when sampling.
@@ -183,7 +187,6 @@ def speculate(
     from goose.engine.core.sizing import Speculator
     from goose.harness.chat import encode_prompt
     from goose.harness.compose import UserError, drafter_factory, load_engine
-    from goose.harness.runner import generation_row
 
     if prompt is None:
         raise TypeError("speculate() needs a prompt: text or a list of token ids")
@@ -196,6 +199,10 @@ def speculate(
         raise ValueError("a transformers model needs its tokenizer")
     check_int("max_new_tokens", max_new_tokens, low=0)
     check_int("seed", seed, low=0)
+    many = _several(prompt)
+    check_int(
+        "concurrency", concurrency, low=1, high=len(prompt) if many else 1, why="requests served together"
+    )
     sampling = SamplingParams(temperature, top_p, top_k)
     cfg = method_config(method, overrides, model if named else None, config_overrides)
     try:
@@ -211,30 +218,86 @@ def speculate(
         from goose.engine.budget.auto_budget import auto_budget_factory
 
         make_drafter = auto_budget_factory(make_drafter, engine)  # calibrated once per engine
-    if isinstance(prompt, str):
-        chat = _chat_template(chat_template, instruct, tokenizer)
-        prompt_ids = encode_prompt(tokenizer, prompt, chat)
+    chat = False
+    encoded = []
+    for one in prompt if many else [prompt]:
+        if isinstance(one, str):
+            chat = _chat_template(chat_template, instruct, tokenizer)
+            encoded.append(encode_prompt(tokenizer, one, chat))
+        else:
+            encoded.append([int(t) for t in one])
+        if not encoded[-1]:
+            raise ValueError(
+                f"prompt {len(encoded) - 1}: empty (no tokens)" if many else "prompt: empty (no tokens)"
+            )
+    if concurrency > 1:
+        gens, config = _served(engine, make_drafter, encoded, max_new_tokens, concurrency, sampling, seed)
     else:
-        chat, prompt_ids = False, [int(t) for t in prompt]
-    if not prompt_ids:
-        raise ValueError("prompt: empty (no tokens)")
-    speculator = Speculator.of(make_drafter())  # the drafter and the sizer of its trees
-    gen = generate(
-        engine,
-        speculator.drafter,
-        prompt_ids,
-        max_new_tokens,
-        sampling=sampling,
-        seed=seed,
-        sizer=speculator.sizer,
-    )
+        gens = []
+        for i, prompt_ids in enumerate(encoded):
+            speculator = Speculator.of(make_drafter())  # the drafter and the sizer of its trees
+            config = speculator.config()
+            gens.append(
+                generate(
+                    engine,
+                    speculator.drafter,
+                    prompt_ids,
+                    max_new_tokens,
+                    sampling=sampling,
+                    seed=seed + i,
+                    sizer=speculator.sizer,
+                )
+            )
+    name = str(cfg.method.name) + ("_auto" if auto_budget and cfg.method.name != "ar" else "")
+    out = [
+        _speculation(gen, ids, tokenizer, name, config, chat) for gen, ids in zip(gens, encoded, strict=True)
+    ]
+    return out if many else out[0]
+
+
+def _several(prompt: Any) -> bool:
+    """Whether `prompt` is several requests: a non-empty list of texts or of token-id lists."""
+    return isinstance(prompt, (list, tuple)) and bool(prompt) and not isinstance(prompt[0], int)
+
+
+def _served(
+    engine: Any,
+    make_drafter: Any,
+    encoded: list[list[int]],
+    max_new: int,
+    concurrency: int,
+    sampling,
+    seed: int,
+):
+    """Several requests through the batched engine (goose.engine.batch), request i with seed `seed` + i."""
+    from goose.engine.batch.engine import BatchEngine
+    from goose.engine.batch.serve import Request, serve
+    from goose.engine.core.sizing import Speculator
+
+    configs = []
+
+    def make():
+        speculator = Speculator.of(make_drafter())
+        configs.append(speculator.config())
+        return speculator
+
+    requests = [Request(tuple(ids), max_new, seed + i) for i, ids in enumerate(encoded)]
+    served = serve(BatchEngine(engine, concurrency), make, requests, concurrency, sampling)
+    return served.generations, configs[0]
+
+
+def _speculation(
+    gen, prompt_ids: list[int], tokenizer: Any, method: str, config: dict, chat: bool
+) -> Speculation:
+    from goose.harness.runner import generation_row
+
     row = generation_row(gen)
     return Speculation(
         text=tokenizer.decode(gen.output_ids, skip_special_tokens=True),
         token_ids=list(gen.output_ids),
         prompt_ids=prompt_ids,
-        method=str(cfg.method.name) + ("_auto" if auto_budget and cfg.method.name != "ar" else ""),
-        method_config=speculator.config(),
+        method=method,
+        method_config=config,
         tau=row["tau"],
         accepted_lengths=row["step_accepted"],
         tree_sizes=row["step_tree_size"],

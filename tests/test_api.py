@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 
 PROMPT = "Repeat after me: the cat sat on the mat. The cat sat on the mat. The cat"
 MAX_NEW = 24
-DOCS_WITH_EXAMPLES = ("docs/api.md", "README.md")
+DOCS_WITH_EXAMPLES = ("docs/api.md", "docs/batching.md", "README.md")
 
 
 def python_blocks(path: str) -> list[str]:
@@ -137,3 +137,19 @@ def test_a_field_depending_on_the_configured_model_follows_it_and_a_transformers
     ):
         method_config("rest")
     assert method_config("rest", {"datastore": "mine.npy"}).method.drafter.datastore == "mine.npy"
+
+
+def test_several_prompts_are_served_together_and_each_gets_its_output_alone():
+    """A list of prompts gives a list of Speculations; at concurrency 2 through the batched engine, in
+    fp32 each equals the prompt's own batch-1 run."""
+    prompts = [PROMPT, "List three colours.", "Count from one to five."]
+    kw = dict(method="pld", max_new_tokens=MAX_NEW, config_overrides=["model.dtype=float32"])
+    alone = goose.speculate("smollm2-135m", prompt=prompts, **kw)
+    served = goose.speculate("smollm2-135m", prompt=prompts, concurrency=2, **kw)
+    assert [o.token_ids for o in served] == [o.token_ids for o in alone]
+    assert [o.prompt_ids for o in served] == [o.prompt_ids for o in alone]
+    assert len({tuple(o.token_ids) for o in served}) == 3
+    with pytest.raises(ValueError, match=r"concurrency = 4: must be an integer in \[1, 3\]"):
+        goose.speculate("smollm2-135m", prompt=prompts, concurrency=4, **kw)
+    with pytest.raises(ValueError, match=r"concurrency = 2: must be an integer in \[1, 1\]"):
+        goose.speculate("smollm2-135m", prompt=PROMPT, concurrency=2, **kw)

@@ -7,10 +7,11 @@ with which seeds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sampling import GREEDY, SamplingParams, derive_seed
 from goose.harness.chat import BaseFormat, PromptForm, prompt_format
 from goose.records.results import cell_key, config_hash
@@ -48,6 +49,20 @@ class Cell:
             prompt_id=prompt_id,
             sample_idx=sample_idx,
             sample_seed=sample_seed,
+        )
+
+    def ar_reference(self) -> Cell:
+        """The AR cell of the same prompts and generation settings: every method's reference (AR drafts
+        nothing, so one reference serves every verifier)."""
+        return Cell(
+            self.model,
+            self.bench,
+            "ar",
+            ARDrafter().config(),
+            self.max_new_tokens,
+            self.dtype,
+            self.chat_template,
+            replace(self.sampling, verifier="auto"),
         )
 
     def key(self, prompt_id: str, sample_seed: int | None = None) -> tuple:

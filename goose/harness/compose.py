@@ -295,6 +295,7 @@ class RunSettings:
     sampling: SamplingParams
     plan: SamplingPlan
     threads: int | None
+    concurrency: int  # requests verified together (1: batch 1)
     budget: str  # fixed or auto
     budget_profile: str | None
     budget_kv_lens: tuple[int, ...]
@@ -323,6 +324,7 @@ class RunSettings:
             sampling=sampling,
             plan=plan,
             threads=int(cfg.threads) if cfg.get("threads") else None,
+            concurrency=int(cfg.get("concurrency", 1)),
             budget=str(cfg.get("budget", "fixed")),
             budget_profile=cfg.get("budget_profile"),
             budget_kv_lens=tuple(cfg.get("budget_kv_lens") or ()),

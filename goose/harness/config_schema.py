@@ -171,6 +171,12 @@ class GooseBenchConfig:
     data_dir: str | None = None
     experiment: str | None = "adhoc"
     threads: int | None = _checked(None, partial(check_int, low=1, why="torch intra-op threads"))
+    concurrency: int = _checked(
+        1,
+        partial(
+            check_int, low=1, high=256, why="requests verified together (continuous batching); 1 = batch 1"
+        ),
+    )
     wandb: str = _checked("offline", partial(check_choice, choices=("online", "offline", "disabled")))
     wandb_verbose: bool = False  # W&B's own console output; by default only a line saying where the run went
     budget: str = _checked(

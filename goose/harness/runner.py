@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -115,16 +115,7 @@ def run_cell(
     env.update(chat_template_fields(tokenizer, cell.chat_template))
     if allow_mixed_code:
         env["allow_mixed_code"] = True
-    ar_cell = Cell(  # the AR reference of the same prompt form (raw or in the chat template)
-        cell.model,
-        cell.bench,
-        "ar",
-        ARDrafter().config(),
-        cell.max_new_tokens,
-        cell.dtype,
-        cell.chat_template,
-        replace(cell.sampling, verifier="auto"),  # AR drafts nothing: one reference for every verifier
-    )
+    ar_cell = cell.ar_reference()  # the AR reference of the same prompt form (raw or in the chat template)
     plan = plan or SamplingPlan()
     units = [(p, idx, seed) for p in prompts for idx, seed in plan.samples(cell.sampling)]
     keys = [(cell.key(p.prompt_id, seed), ar_cell.key(p.prompt_id, seed)) for p, _, seed in units]

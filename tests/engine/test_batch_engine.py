@@ -5,11 +5,15 @@ sampled runs with the same seed per request — and a request's drafter state ne
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
+from goose.engine.batch.budget import POLICIES, batch_cap
 from goose.engine.batch.engine import BatchEngine
 from goose.engine.batch.serve import Request, serve
+from goose.engine.budget.auto_budget import with_auto_budget
+from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter, VerifyOutcome
 from goose.engine.core.sampling import SamplingParams
@@ -225,3 +229,34 @@ def test_what_is_not_batched_says_why(engine):
     gemma = verification_engine(tiny_model("gemma3", seed=1), eos_token_ids=(), context_length=256)
     with pytest.raises(ValueError, match="sliding-window"):
         BatchEngine(gemma, 2)
+
+
+def test_the_batch_cap_maximises_expected_tokens_per_padded_second():
+    """Two requests, E = [1, 1.9, 2.7] and [1, 1.5]: with t(r) = 1 + 0.1 r the rates of caps 1, 2, 3 are
+    2 / 1.2, 3.4 / 1.4, 4.2 / 1.6 (cap 3); with t(r) = 1 + 0.5 r they are 2 / 2, 3.4 / 3, 4.2 / 4 (cap 2)."""
+    expected = [np.array([1.0, 1.9, 2.7]), np.array([1.0, 1.5])]
+    assert batch_cap(expected, lambda r: 1 + 0.1 * r) == 3
+    assert batch_cap(expected, lambda r: 1 + 0.5 * r) == 2
+    assert batch_cap(expected, lambda r: 1.0 * r) == 1  # cost linear in rows: nothing pays
+    assert batch_cap([np.array([1.0, 2.0])], lambda r: 1.0) == 2  # one request: its whole tree
+
+
+def test_the_batch_budget_caps_every_tree_and_stays_lossless(engine):
+    table = LatencyTable(sizes=[1, 8, 64], seconds=[1e-3, 1.6e-3, 9e-3])
+    ps, max_new = prompts(4), 24
+    refs = [reference(engine, p, max_new) for p in ps]
+    batch = BatchEngine(engine, 4)
+    make = lambda: with_auto_budget(drafter_of("goose"), engine, latency=table)  # noqa: E731
+    requests = [Request(tuple(p), max_new) for p in ps]
+    runs = {policy: serve(batch, make, requests, 4, budget_policy=policy) for policy in POLICIES}
+    for served in runs.values():
+        assert [g.output_ids for g in served.generations] == refs
+    capped = [s for s in runs["batch"].steps if s.active > 1]
+    assert capped and all(0 < s.cap and s.padded <= s.active * s.cap for s in capped)  # n_max <= cap
+    assert all(s.cap == 0 for s in runs["per_request"].steps)
+    nodes = {policy: sum(s.nodes for s in served.steps) for policy, served in runs.items()}
+    assert nodes["batch"] < nodes["per_request"]  # the batch's padded cost makes a smaller cap pay
+    with pytest.raises(ValueError, match="budget_policy = 'tetris': choose from per_request, batch"):
+        serve(batch, make, requests, 4, budget_policy="tetris")
+    with pytest.raises(ValueError, match="budget_policy=batch weighs"):
+        serve(batch, lambda: Speculator.of(drafter_of("goose")), requests, 4, budget_policy="batch")

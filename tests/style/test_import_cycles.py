@@ -183,6 +183,14 @@ def test_forward_backends_import_only_core():
     assert crossings(graph, ("goose.engine.forward",), allowed) == []
 
 
+def test_batching_is_an_engine_service():
+    """goose.engine.batch builds on core and budget=auto's sizer; it knows nothing of the harness or drafters."""
+    graph = whole_graph()
+    allowed = ("goose.engine.batch", "goose.engine.core", "goose.engine.budget", "goose.validation")
+    assert "goose.engine.batch.engine" in graph["goose.engine.batch.serve"]
+    assert crossings(graph, ("goose.engine.batch",), allowed) == []
+
+
 def test_goose_imports_neither_baselines_nor_drivers_nor_analysis():
     graph = whole_graph()
     assert crossings(graph, ("goose",), ("goose",)) == []

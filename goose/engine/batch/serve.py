@@ -14,10 +14,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from goose.engine.batch.budget import POLICIES, batch_cap
 from goose.engine.batch.engine import BatchEngine
+from goose.engine.budget.auto_budget import AutoBudget, prefix_tree
 from goose.engine.core.decode import Generation, StepRecord, draft_step, step_record
 from goose.engine.core.sampling import GREEDY, SamplingParams
 from goose.engine.core.sizing import Speculator, StepTiming
+from goose.engine.core.tree import DraftTree
 from goose.engine.core.verifier import sync_clock
 
 
@@ -43,6 +46,7 @@ class BatchStep:
     forward_s: float
     walk_s: float
     update_s: float
+    cap: int = 0  # budget_policy "batch": the common cap on every tree's size (0: none)
 
 
 @dataclass
@@ -92,14 +96,27 @@ class _Live:
     stop: str = ""
 
 
+def _cap_trees(live: list[_Live], trees: list[DraftTree]) -> tuple[list[DraftTree], int]:
+    """Every tree cut to the batch's common cap (goose.engine.batch.budget.batch_cap)."""
+    sizers = [r.speculator.sizer for r in live]
+    expected = [s.expected_tokens(t) for s, t in zip(sizers, trees, strict=True)]
+    cap = batch_cap(expected, sizers[0].step_latency)
+    return [prefix_tree(t, cap) if t.acceptable > cap else t for t in trees], cap
+
+
 def serve(
     engine: BatchEngine,
     make_speculator: Callable[[], Speculator],
     requests: Sequence[Request],
     concurrency: int,
     sampling: SamplingParams | None = None,
+    budget_policy: str = "per_request",
 ) -> Served:
-    """Run `requests` in order through `engine` with at most `concurrency` active at once."""
+    """Run `requests` in order through `engine` with at most `concurrency` active at once. `budget_policy`:
+    "per_request" (each tree as its own sizer sizes it) or "batch" (every tree then cut to the common cap of
+    goose.engine.batch.budget, which needs budget=auto's sizer on every request)."""
+    if budget_policy not in POLICIES:
+        raise ValueError(f"budget_policy = {budget_policy!r}: choose from {', '.join(POLICIES)}")
     if not 1 <= concurrency <= engine.cache.slots:
         raise ValueError(
             f"concurrency must lie in [1, {engine.cache.slots}] (the engine's slots), got {concurrency}"
@@ -119,6 +136,10 @@ def serve(
         request = requests[i]
         speculator = make_speculator()
         drafter, sizer = speculator.drafter, speculator.sizer
+        if budget_policy == "batch" and not isinstance(sizer, AutoBudget):
+            raise ValueError(
+                "budget_policy=batch weighs each request's nodes by budget=auto's acceptance model"
+            )
         if drafter.needs_draft_forward:
             raise ValueError(
                 "concurrency > 1: a self-draft (draft forwards over the target's cache) is not batched"
@@ -203,6 +224,9 @@ def serve(
             budgets.append(budget)
             routes.append((route, drafted))
             draft_s.append(sync_clock(device) - ts)
+        cap = 0
+        if budget_policy == "batch" and len(trees) > 1:
+            trees, cap = _cap_trees(live, trees)
         t1 = sync_clock(device)
         outcomes = engine.verify(trees, budgets)
         t2 = sync_clock(device)
@@ -234,6 +258,7 @@ def serve(
                 forward_s=forward_s,
                 walk_s=t2 - t1 - forward_s,
                 update_s=t3 - t2,
+                cap=cap,
             )
         )
     wall = sync_clock(device) - t_start

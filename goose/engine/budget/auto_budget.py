@@ -202,6 +202,13 @@ class AutoBudget(TreeSizer):
         lo = self.min_nodes - 1
         return lo + int(np.argmax(rate[lo:])) + 1
 
+    def expected_tokens(self, tree: DraftTree) -> np.ndarray:
+        """E[committed | b] for b = 1 .. the tree's acceptable nodes (1 + Σ_{i<b} q_i): what a batch-level
+        policy (goose.engine.batch.budget) weighs this request's nodes by."""
+        if len(tree) == 1:
+            return np.ones(1)
+        return np.cumsum(self.acceptance.path_probabilities(tree, self.acceptance.keys(tree)))
+
     def begin(self, drafter: Drafter) -> None:
         self._own = {"auto_trees": 0, "auto_nodes_proposed": 0, "auto_nodes_verified": 0, "auto_cut_to_ar": 0}
         if self.gate is not None:

@@ -1,0 +1,36 @@
+"""`run.py ... concurrency=N` through the runner (goose.harness.batched): one row per request under
+<out_dir>/concurrency<N>/, AR at the same concurrency the reference, every row lossless and carrying the
+batch's throughput; a finished cell is read back, not re-served."""
+
+from __future__ import annotations
+
+from goose.engine.core.sizing import Speculator
+from goose.harness.batched import batched_results_path, run_batched_cell
+from goose.records.results import read_rows
+from tests.toy_harness import ToyTokenizer, cell_of, drafter_of, one_thread, tiny_engine, toy_prompts  # noqa: F401
+
+
+def test_a_batched_cell_writes_one_lossless_row_per_request_and_resumes(tmp_path):
+    engine, prompts = tiny_engine(seed=2), toy_prompts(5)
+    cell = cell_of("pld", drafter_of("pld"))
+    make = lambda: Speculator.of(drafter_of("pld"))  # noqa: E731
+    rows, path = run_batched_cell(engine, ToyTokenizer(), prompts, cell, make, tmp_path, 3)
+    assert (
+        path
+        == batched_results_path(tmp_path, 3, "tiny", "toy")
+        == tmp_path / "concurrency3" / "tiny" / "toy.jsonl"
+    )
+    assert [r["method"] for r in rows] == ["ar"] * 5 + ["pld"] * 5
+    assert all(r["lossless"] is True for r in rows)
+    ar, pld = rows[:5], rows[5:]
+    assert [r["output_ids"] for r in pld] == [r["output_ids"] for r in ar]
+    for r in rows:
+        extra = r["extra"]
+        assert (
+            extra["concurrency"] == 3 and extra["batch_state"] == "isolated" and extra["batch_requests"] == 5
+        )
+        assert extra["batch_tokens_per_s"] > 0 and extra["request_tpot_s"] > 0
+        assert extra["batch_resumed"] is False
+    assert len({r["extra"]["batch_tokens_per_s"] for r in pld}) == 1  # one serve: one throughput
+    again, _ = run_batched_cell(engine, ToyTokenizer(), prompts, cell, make, tmp_path, 3)
+    assert again == rows and len(read_rows(path)) == 10  # read back, nothing served twice
