@@ -21,18 +21,18 @@ import torch
 
 from baselines.shared.adjacency_drafter import AdjacencyDrafter, prev_of_anchor
 from goose.engine.core.acceptance import MAX_DEPTH_BUCKET, MAX_RANK_BUCKET, AcceptanceModel
-from goose.engine.core.acceptance_prior import HAND, load_prior
+from goose.engine.core.acceptance_prior import load_prior
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import BRANCH, ROOT, SPINE, DraftTree
 from goose.method.confidence import extension_limit, match_confidence
-from goose.method.config import ContextMatchConfig, GooseConfig
+from goose.method.config import CalibratedPriorConfig, GooseConfig
 from goose.method.tree_shape import count_tree_shape
 from goose.sources.context_matcher import ContextMatcher
-from goose.validation import check_bool, check_float, check_positive, check_str
+from goose.validation import check_bool, check_float, check_positive
 
 
 @dataclass(frozen=True)
-class OptTreeConfig(ContextMatchConfig):
+class OptTreeConfig(CalibratedPriorConfig):
     """OPT-Tree's hyperparameters: Goose's candidate pool, matcher and chain extension (`extend_chain`, when
     c > `chain_extension_threshold`; Goose Table 5) plus the acceptance prior of budget=auto's learner
     (`AcceptanceModel`): `prior_strength` pseudo-observations, `spine_prior` r of a spine node,
@@ -48,14 +48,10 @@ class OptTreeConfig(ContextMatchConfig):
     prior_strength: float = 2.0
     spine_prior: float = 0.6
     branch_prior: float = 0.35
-    acceptance_prior: str = HAND
 
     def _validate(self) -> None:
         super()._validate()
         owner = self.owner_name()
-        check_str(
-            f"{owner}.acceptance_prior", self.acceptance_prior, why="a model, a prior's name or file, or hand"
-        )
         check_bool(f"{owner}.extend_chain", self.extend_chain)
         check_positive(f"{owner}.prior_strength", self.prior_strength, why="pseudo-observations of the prior")
         check_float(f"{owner}.spine_prior", self.spine_prior, 0.0, 1.0, why="a prior acceptance rate")
@@ -63,12 +59,6 @@ class OptTreeConfig(ContextMatchConfig):
         object.__setattr__(self, "ngram_lengths", tuple(int(n) for n in self.ngram_lengths))
         for name in ("prior_strength", "spine_prior", "branch_prior"):
             object.__setattr__(self, name, float(getattr(self, name)))
-
-    def as_dict(self) -> dict[str, Any]:
-        out = super().as_dict()
-        if self.acceptance_prior == HAND:
-            del out["acceptance_prior"]  # the default: keep earlier rows' config hashes
-        return out
 
 
 @dataclass(frozen=True)

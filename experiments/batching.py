@@ -17,7 +17,9 @@ and the draft / forward / walk / update split; `make figures` tabulates them
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from goose.engine.budget.auto_budget import auto_budget_factory
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sizing import Speculator
+from goose.engine.core.tree import DraftTree
 from goose.harness.rows import environment
 from goose.harness.verdicts import lossless_fields
 from goose.records.code_state import check_one_code_state
@@ -99,6 +102,59 @@ def identity(engine, requests: list[Request], served: Served, refs: list[list[in
     return {"identical": len(refs) - len(diverged), "diverged": diverged}
 
 
+def traces(served: Served, requests: list[Request]) -> list[dict[str, Any]]:
+    """Per request, what a replay needs (analysis/studies/batching/replay.py): its prompt length, prefill
+    seconds and, per step, [nodes verified, tokens committed, the request's own draft + update ms]."""
+    return [
+        {
+            "prompt_tokens": len(r.prompt_ids),
+            "prefill_s": round(g.prefill_s, 6),
+            "steps": [[s.tree_size, s.new_tokens, round(1e3 * (s.draft_s + s.update_s), 4)] for s in g.steps],
+        }
+        for g, r in zip(served.generations, requests, strict=True)
+    ]
+
+
+SURFACE_NODES = (1, 2, 4, 8, 16, 32, 64)
+SURFACE_REPEATS = 5
+
+
+def write_surface(
+    batch: BatchEngine, requests: list[Request], concurrencies: list[int], dtype: str, path: Path, env: dict
+) -> None:
+    """t(k, n): a batched verification's seconds (inputs, forward, walks, compaction) for k requests each
+    verifying a chain of n nodes, median of SURFACE_REPEATS after one warm-up, at the requests' own prompt lengths."""
+    seconds: dict[str, list[float]] = {}
+    for k in concurrencies:
+        for _ in range(k):
+            batch.admit(
+                requests[_ % len(requests)].prompt_ids, 4 * SURFACE_REPEATS * len(SURFACE_NODES), False
+            )
+        row = []
+        for n in SURFACE_NODES:
+            times = []
+            for rep in range(SURFACE_REPEATS + 1):
+                trees = [DraftTree.chain(0, [1] * (n - 1)) for _ in range(k)]
+                t0 = time.perf_counter()
+                batch.verify(trees, [n + 1] * k)
+                if rep:
+                    times.append(time.perf_counter() - t0)
+            row.append(statistics.median(times))
+        seconds[str(k)] = row
+        for slot in reversed(range(k)):
+            batch.release(slot)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "dtype": dtype,
+        "nodes": list(SURFACE_NODES),
+        "seconds": seconds,
+        "forward": batch.forward_name,
+    }
+    path.write_text(
+        json.dumps(payload | {"code_state": env["code_state"], "hardware": env["hardware"]}, indent=1)
+    )
+
+
 def rotated(items: list, r: int) -> list:
     k = r % len(items)
     return items[k:] + items[:k]
@@ -116,7 +172,10 @@ def run_dtype(args: argparse.Namespace, dtype: str, out: Path, env: dict[str, An
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     batch = BatchEngine(engine, max(concurrencies))
     serve(batch, factories[contenders[0]], requests[: max(concurrencies)], max(concurrencies))  # warm-up
-    path = out / f"{args.model}-{dtype}.jsonl"
+    if args.surface:
+        write_surface(batch, requests, concurrencies, dtype, out / f"surface-{args.model}-{dtype}.json", env)
+    run = args.tag or "main"
+    path = out / f"{args.model}-{dtype}{'-' + args.tag if args.tag else ''}.jsonl"
     existing = read_rows(path) if path.exists() else []
     check_one_code_state(existing, env["code_state"], str(path), allow=False)  # a resume never mixes code
     done = {(r["method"], r["concurrency"], r["repeat"]) for r in existing}
@@ -135,6 +194,7 @@ def run_dtype(args: argparse.Namespace, dtype: str, out: Path, env: dict[str, An
                 )
                 row = {
                     "study": "batching",
+                    "run": run,
                     "model": args.model,
                     "dtype": dtype,
                     "method": row_method(name),
@@ -150,6 +210,8 @@ def run_dtype(args: argparse.Namespace, dtype: str, out: Path, env: dict[str, An
                     **identity(engine, requests, served, refs),
                     **env,
                 }
+                if args.traces and concurrency == 1:
+                    row["traces"] = traces(served, requests)
                 append_row(path, row)
                 print(
                     f"{dtype} r{r} c{concurrency} {row['method']:<14} {row['tokens_per_s']:7.1f} tok/s  "
@@ -172,6 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", default="results/studies/batching")
+    parser.add_argument(
+        "--tag", default="", help="a name for this run's rows file (<model>-<dtype>-<tag>.jsonl)"
+    )
+    parser.add_argument(
+        "--traces", action="store_true", help="record per-step traces at concurrency 1 (replay)"
+    )
+    parser.add_argument(
+        "--surface", action="store_true", help="measure the batched cost surface t(k, n) first"
+    )
     args = parser.parse_args(argv)
     if "ar" not in args.methods.split(","):
         parser.error("--methods must include ar: AR at the same concurrency is the reference")

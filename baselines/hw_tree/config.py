@@ -4,15 +4,13 @@ priors and the size rule's fallback budget, with their defaults and ranges check
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from goose.engine.core.acceptance_prior import HAND
-from goose.method.config import ContextMatchConfig, GooseConfig
-from goose.validation import check_bool, check_float, check_int, check_positive, check_str
+from goose.method.config import CalibratedPriorConfig, GooseConfig
+from goose.validation import check_bool, check_float, check_int, check_positive
 
 
 @dataclass(frozen=True)
-class HwTreeConfig(ContextMatchConfig):
+class HwTreeConfig(CalibratedPriorConfig):
     """hw_tree's hyperparameters. From the candidate pool (Goose Table 5): `budget` B, the largest tree (anchor
     included), verified whole without a latency curve; `max_depth` D, the deepest adjacency-only node that
     still gets successors; `k`, `min_score`, `use_bigram`; `prefill_harvest` off (the prompt's logits at
@@ -55,14 +53,10 @@ class HwTreeConfig(ContextMatchConfig):
     row_value: bool = True
     row_prior: float = 0.1
     row_prior_rows: float = 20.0
-    acceptance_prior: str = HAND
 
     def _validate(self) -> None:
         super()._validate()
         owner = self.owner_name()
-        check_str(
-            f"{owner}.acceptance_prior", self.acceptance_prior, why="a model, a prior's name or file, or hand"
-        )
         check_bool(f"{owner}.extend_chain", self.extend_chain)
         check_bool(f"{owner}.suffix", self.suffix)
         check_bool(f"{owner}.row_value", self.row_value)
@@ -104,9 +98,3 @@ class HwTreeConfig(ContextMatchConfig):
             object.__setattr__(self, name, float(getattr(self, name)))
         for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior", "run_prior", "chain_gain"):
             object.__setattr__(self, name, float(getattr(self, name)))
-
-    def as_dict(self) -> dict[str, Any]:
-        out = super().as_dict()
-        if self.acceptance_prior == HAND:
-            del out["acceptance_prior"]  # the default: keep earlier rows' config hashes
-        return out

@@ -7,12 +7,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
+from goose.engine.core.acceptance_prior import HAND
 from goose.validation import (
     HYPERPARAMETERS,
     check_choice,
     check_float_list,
     check_hyperparameters,
     check_int,
+    check_str,
 )
 
 COMPAT_MODES = ("harness", "authors")  # goose.method.compat: the official implementation's choices
@@ -83,6 +85,29 @@ class ContextMatchConfig(CandidatePoolConfig):
             why="at least max_chain",
         )
         object.__setattr__(self, "ngram_lengths", tuple(self.ngram_lengths))
+
+
+@dataclass(frozen=True)
+class CalibratedPriorConfig(ContextMatchConfig):
+    """A context-matching drafter whose acceptance estimates may start from a calibrated prior
+    (`acceptance_prior`: a model or family name, a prior's name or file, goose.engine.core.acceptance_prior;
+    "hand": the drafter's hand priors, the default, left out of `as_dict` to keep earlier config hashes)."""
+
+    acceptance_prior: str = HAND
+
+    def _validate(self) -> None:
+        super()._validate()
+        check_str(
+            f"{self.owner_name()}.acceptance_prior",
+            self.acceptance_prior,
+            why="a model, a prior's name or file, or hand",
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        out = super().as_dict()
+        if self.acceptance_prior == HAND:
+            del out["acceptance_prior"]
+        return out
 
 
 @dataclass(frozen=True)
