@@ -21,7 +21,7 @@ from goose.engine.core.drafter import ARDrafter, Drafter
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.sizing import Speculator
 from goose.engine.core.verifier import VerificationEngine
-from goose.harness.batched import run_batched_cell
+from goose.harness.batched import batched_results_path, run_batched_cell
 from goose.harness.chat import encode_prompt
 from goose.harness.compose import (
     RunSettings,
@@ -214,6 +214,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         sampling=sampling,
     )
     out_file = results_path(run.out_dir, loaded.label, run.bench["name"])
+    if run.concurrency > 1:
+        out_file = batched_results_path(run.out_dir, run.concurrency, loaded.label, run.bench["name"])
     print(
         f"goose-bench: model={cell.model} bench={cell.bench} ({len(prompts)} prompts from {source}) "
         f"chat_template={str(chat).lower()} ({chat_why}) "
@@ -294,7 +296,7 @@ def _run_batched(
     if cell.method != "ar":
         summaries[cell.method] = cell_summary(method_rows, ar_rows)
     for name, cell_rows in (("ar", ar_rows), (cell.method, method_rows)):
-        throughput = cell_rows[0].get("extra", {}).get("batch_tokens_per_s") if cell_rows else None
+        throughput = cell_rows[0].get("batch_tokens_per_s") if cell_rows else None
         summaries[name]["batch_tokens_per_s"] = throughput
     print_summary(summaries, time.perf_counter() - t0)
     ar_tps, m_tps = summaries["ar"]["batch_tokens_per_s"], summaries[cell.method]["batch_tokens_per_s"]

@@ -16,12 +16,26 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis.load import Results
-from analysis.names import order_key
 from analysis.report import Output, Skip, cli, save_figure, write_table
 from analysis.studies.batching.replay import grid_surface, interpolate, replay, rows_surface, traces_of
 from goose.records.results import read_rows
 
 DESCRIPTION = __doc__.splitlines()[0]
+METHOD_ORDER = (
+    "ar",
+    "pld",
+    "suffix_auto",
+    "tr_auto",
+    "goose_auto",
+    "goose_auto_batch",
+    "hw_tree_auto",
+    "hw_tree_auto_batch",
+)
+
+
+def method_rank(method: str) -> tuple[int, str]:
+    """The order methods are listed in: METHOD_ORDER's first, then the rest by name."""
+    return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
 
 
 def batching_rows(folder: Path) -> pd.DataFrame:
@@ -55,7 +69,7 @@ def table(df: pd.DataFrame) -> tuple[list[list[str]], dict[tuple[str, str], dict
     rows, curves = [], {}
     for (model, dtype, run), d in df.groupby(["model", "dtype", "run"], sort=True):
         ar_c1 = d[(d["method"] == "ar") & (d["concurrency"] == 1)]["tokens_per_s"].tolist()
-        for method in sorted(d["method"].unique(), key=order_key):
+        for method in sorted(d["method"].unique(), key=method_rank):
             for c in sorted(d["concurrency"].unique()):
                 g = d[(d["method"] == method) & (d["concurrency"] == c)]
                 ar = d[(d["method"] == "ar") & (d["concurrency"] == c)]
@@ -107,7 +121,7 @@ def plot(curves: dict[tuple[str, str], dict[int, float]], out: Path) -> list[Pat
     settings = sorted({s for s, _ in curves})
     fig, axes = plt.subplots(1, len(settings), figsize=(5 * len(settings), 3.6), squeeze=False)
     for ax, setting in zip(axes[0], settings, strict=True):
-        for (s, method), curve in sorted(curves.items(), key=lambda kv: order_key(kv[0][1])):
+        for (s, method), curve in sorted(curves.items(), key=lambda kv: method_rank(kv[0][1])):
             if s != setting or method == "ar":
                 continue
             cs = sorted(curve)
@@ -208,7 +222,7 @@ def projection_table(df: pd.DataFrame, records: Path) -> tuple[list[list[str]], 
         if ar.empty:
             continue
         ar_traces = traces_of(ar.iloc[0].to_dict())
-        for _, tr in g.sort_values("method", key=lambda s: s.map(order_key)).iterrows():
+        for _, tr in sorted(g.iterrows(), key=lambda item: method_rank(item[1]["method"])):
             traces = traces_of(tr.to_dict())
             cells = []
             for c in PROJECTED_CONCURRENCY:
