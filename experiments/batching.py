@@ -116,16 +116,15 @@ def traces(served: Served, requests: list[Request]) -> list[dict[str, Any]]:
 
 
 SURFACE_NODES = (1, 2, 4, 8, 16, 32, 64)
+SURFACE_BATCHES = (1, 2, 4, 8)  # whatever --concurrency runs: the replay interpolates between them
 SURFACE_REPEATS = 5
 
 
-def write_surface(
-    batch: BatchEngine, requests: list[Request], concurrencies: list[int], dtype: str, path: Path, env: dict
-) -> None:
+def write_surface(batch: BatchEngine, requests: list[Request], dtype: str, path: Path, env: dict) -> None:
     """t(k, n): a batched verification's seconds (inputs, forward, walks, compaction) for k requests each
     verifying a chain of n nodes, median of SURFACE_REPEATS after one warm-up, at the requests' own prompt lengths."""
     seconds: dict[str, list[float]] = {}
-    for k in concurrencies:
+    for k in SURFACE_BATCHES:
         for _ in range(k):
             batch.admit(
                 requests[_ % len(requests)].prompt_ids, 4 * SURFACE_REPEATS * len(SURFACE_NODES), False
@@ -166,14 +165,16 @@ def run_dtype(args: argparse.Namespace, dtype: str, out: Path, env: dict[str, An
         loaded.tokenizer, args.model, args.benches.split(","), args.limit, args.data_dir, "auto"
     )
     requests = [Request(tuple(p.ids), args.max_new_tokens) for p in prompts]
-    refs = [generate(engine, ARDrafter(), list(r.prompt_ids), r.max_new_tokens).output_ids for r in requests]
     contenders = args.methods.split(",")
     factories = {name: contender_factory(name, args.model, engine) for name in contenders}  # calibrates
     concurrencies = [int(c) for c in args.concurrency.split(",")]
-    batch = BatchEngine(engine, max(concurrencies))
+    batch = BatchEngine(engine, max(*concurrencies, *(SURFACE_BATCHES if args.surface else ())))
     serve(batch, factories[contenders[0]], requests[: max(concurrencies)], max(concurrencies))  # warm-up
     if args.surface:
-        write_surface(batch, requests, concurrencies, dtype, out / f"surface-{args.model}-{dtype}.json", env)
+        write_surface(batch, requests, dtype, out / f"surface-{args.model}-{dtype}.json", env)
+        if args.surface_only:
+            return
+    refs = [generate(engine, ARDrafter(), list(r.prompt_ids), r.max_new_tokens).output_ids for r in requests]
     run = args.tag or "main"
     path = out / f"{args.model}-{dtype}{'-' + args.tag if args.tag else ''}.jsonl"
     existing = read_rows(path) if path.exists() else []

@@ -377,6 +377,9 @@ EXPECTED = {
     "verifier_orderings.md",
     "claims.md",
     "efficiency_by_depth.md",
+    "throughput.md",
+    "speedup_vs_concurrency.png",
+    "replay_validation.md",
     "self_draft_cost.md",
     "time_split.md",
     "time_split.tex",
@@ -723,12 +726,27 @@ def write_claim_rows(out: Path) -> None:
         append_row(path, row("stand", "tree", prompt, 10, {"rrs": 5.0 + prompt, "traversal": 6.0 + prompt}))
 
 
+def write_batching_rows(out: Path) -> None:
+    """Rows of make batching (analysis/studies/batching/), a trace for the replay and its surface."""
+    from goose.records.results import append_row
+    from tests.analysis.studies.test_batching import rows
+
+    folder = out / "studies" / "batching"
+    for r in rows("ar", 1, [10.0]) + rows("pld", 1, [15.0]) + rows("ar", 2, [18.0]) + rows("pld", 2, [20.0]):
+        if r["concurrency"] == 1:
+            r["traces"] = [{"prompt_tokens": 5, "prefill_s": 0.1, "steps": [[1, 1, 0.0], [1, 1, 0.0]]}]
+        append_row(folder / "m-float32.jsonl", r | {"study": "batching", "model": "m"})
+    surface = {"dtype": "float32", "nodes": [1, 8], "seconds": {"1": [0.05, 0.06], "2": [0.06, 0.08]}}
+    (folder / "surface-m-float32.json").write_text(json.dumps(surface))
+
+
 def test_make_figures_writes_every_file(grid, tmp_path, capsys):
     out = tmp_path / "fig"
     write_bench_rows(tmp_path / "rec", "smollm2-135m-bfloat16-v1", home="protocol")  # a canonical run
     write_cost_curve_record(tmp_path / "rec")
     write_step_cost_rows(tmp_path / "rec")
     write_claim_rows(tmp_path / "rec")
+    write_batching_rows(tmp_path / "rec")
     write_spec_run(tmp_path / "rec" / "heldout" / "tiny-bfloat16")  # a held-out run (make heldout)
     write_fresh_run(tmp_path / "rec" / "heldout" / "tiny-bfloat16")
     args = ["--results", str(grid), "--records", str(tmp_path / "rec"), "--out", str(out)]
