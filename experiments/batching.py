@@ -244,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--surface", action="store_true", help="measure the batched cost surface t(k, n) first"
     )
+    parser.add_argument("--surface-only", action="store_true", help="with --surface: measure it and stop")
     args = parser.parse_args(argv)
     if "ar" not in args.methods.split(","):
         parser.error("--methods must include ar: AR at the same concurrency is the reference")
