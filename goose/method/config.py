@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
-from goose.engine.core.acceptance_prior import HAND
 from goose.validation import (
     HYPERPARAMETERS,
     check_choice,
@@ -17,6 +16,9 @@ from goose.validation import (
     check_str,
 )
 
+# goose.engine.core.acceptance_prior.HAND, restated: this module stays off the engine (analysis reads it);
+# tests/method/test_config.py checks the two agree.
+HAND = "hand"
 COMPAT_MODES = ("harness", "authors")  # goose.method.compat: the official implementation's choices
 COMPAT_WHY = "harness: this harness's Goose; authors: the official implementation's choices"
 
