@@ -23,7 +23,7 @@ from goose.engine.core.verifier import (
     VerificationEngine,
 )
 from goose.engine.core.verify.step import match_samples, walk_proposals
-from goose.engine.core.walk import cut_at_stop, fast_argmax, greedy_walk
+from goose.engine.core.walk import commit_path, fast_argmax, greedy_walk
 
 
 def batch_unsupported(engine: VerificationEngine) -> str | None:
@@ -217,9 +217,7 @@ class BatchEngine:
     ) -> VerifyOutcome:
         """Slot b commits its accepted `path` plus `bonus` (cut at EOS and its budget); its kept rows move
         from the tree's rows [W, W + n) to its own [P_b, P_b + keep)."""
-        proposed = [tree.tokens[i] for i in path[1:]] + [bonus]
-        new_tokens = cut_at_stop(proposed, self.eos_token_ids, budget)
-        path = path[: 1 + min(len(new_tokens), len(path) - 1)]
+        path, new_tokens = commit_path(tree, path, bonus, self.eos_token_ids, budget)
         self.cache.keep_path(b, [w + i for i in path], len(path))
         self._slots[b].steps += 1
         return VerifyOutcome(

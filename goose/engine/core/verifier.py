@@ -22,7 +22,7 @@ from goose.engine.core.masks import MaskSpec, ar_mask, prefill_mask, tree_mask
 from goose.engine.core.sampling import GREEDY, SamplingParams, TargetNoise, sample_and_match, warp_scores
 from goose.engine.core.tree import DraftTree, TreeInputs, tree_attention_inputs
 from goose.engine.core.verify.step import match_samples, walk_proposals
-from goose.engine.core.walk import cut_at_stop, fast_argmax, greedy_walk
+from goose.engine.core.walk import commit_path, fast_argmax, greedy_walk
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
 TREE_SLACK = 128
@@ -317,10 +317,7 @@ class VerificationEngine:
         """Commit the accepted `path` plus the `bonus` token (cut at EOS and the budget) and
         compact the cache to prefix + root + the kept path."""
         p = self.prefix_len
-        proposed = [tree.tokens[i] for i in path[1:]] + [bonus]
-        new_tokens = cut_at_stop(proposed, self.eos_token_ids, budget)
-        # Drafted nodes that made it into the output (the bonus token is not a node).
-        path = path[: 1 + min(len(new_tokens), len(path) - 1)]
+        path, new_tokens = commit_path(tree, path, bonus, self.eos_token_ids, budget)
         keep = len(path)
         src = None if path[-1] == keep - 1 else torch.tensor(path, dtype=torch.long, device=self.device) + p
         self.cache.compact(p, src, keep)

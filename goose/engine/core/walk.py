@@ -44,6 +44,16 @@ def cut_at_stop(tokens: list[int], eos_token_ids: Sequence[int], budget: int) ->
     return out
 
 
+def commit_path(
+    tree: DraftTree, path: list[int], bonus: int, eos_token_ids: Sequence[int], budget: int
+) -> tuple[list[int], list[int]]:
+    """(the accepted nodes kept, the tokens committed): the path's tokens plus the `bonus` token, cut at the
+    first EOS and at `budget`; the path keeps the drafted nodes whose tokens made it into the output."""
+    proposed = [tree.tokens[i] for i in path[1:]] + [bonus]
+    new_tokens = cut_at_stop(proposed, eos_token_ids, budget)
+    return path[: 1 + min(len(new_tokens), len(path) - 1)], new_tokens
+
+
 def fast_argmax(logits: torch.Tensor) -> torch.Tensor:
     """torch.argmax over the last dimension, in fp32 for half-precision logits (exact, faster on CPUs)."""
     if logits.dtype in (torch.float16, torch.bfloat16):
