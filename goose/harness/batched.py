@@ -8,6 +8,7 @@ on disk is reported, not re-run; missing requests are served together (rows reco
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,6 +61,7 @@ def _serve_rows(
     requests = [Request(tuple(ids), cell.max_new_tokens, draw.sequence_seed) for _, draw, ids in units]
     served: Served = serve(engine, make, requests, concurrency, cell.sampling)
     tpot = served.tpot_s()
+    tpot_p50 = statistics.median(tpot) if tpot else None
     rows = []
     for i, ((prompt, draw, ids), gen) in enumerate(zip(units, served.generations, strict=True)):
         row = cell.row(prompt.prompt_id, draw.sample_idx, draw.sample_seed)
@@ -94,10 +96,8 @@ def _serve_rows(
                 "batch_wall_time_s": served.wall_time_s,
                 "batch_resumed": resumed,
                 "request_first_token_s": served.first_token_s[i] - served.admitted_s[i],
-                "request_tpot_s": (served.finished_s[i] - served.first_token_s[i]) / (len(gen.output_ids) - 1)
-                if len(gen.output_ids) > 1
-                else None,
-                "batch_tpot_p50_s": sorted(tpot)[len(tpot) // 2] if tpot else None,
+                "request_tpot_s": served.request_tpot_s(i),
+                "batch_tpot_p50_s": tpot_p50,
             },
             strict=False,
         )

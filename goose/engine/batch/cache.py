@@ -34,7 +34,6 @@ class BatchKVCache(TreeKVCache):
         self.slots = slots
         self.lengths = [0] * slots  # P_b: rows of slot b's own sequence
         self.active = 0
-        self._spec = (slots, kv_heads, head_dim, dtype, torch.device(device))
         self.storage = torch.zeros(
             (num_layers, 2, slots, kv_heads, self.capacity, head_dim), dtype=dtype, device=device
         )

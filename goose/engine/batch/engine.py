@@ -43,7 +43,6 @@ class _Slot:
 
     sampling: SamplingParams
     noise: TargetNoise | None
-    steps: int = 0
 
 
 class BatchEngine:
@@ -219,7 +218,6 @@ class BatchEngine:
         from the tree's rows [W, W + n) to its own [P_b, P_b + keep)."""
         path, new_tokens = commit_path(tree, path, bonus, self.eos_token_ids, budget)
         self.cache.keep_path(b, [w + i for i in path], len(path))
-        self._slots[b].steps += 1
         return VerifyOutcome(
             logits=logits, predictions=predictions, accepted_nodes=path, new_tokens=new_tokens
         )

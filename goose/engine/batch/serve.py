@@ -70,13 +70,14 @@ class Served:
         """Output tokens per second of the whole batch (prefills included in the time)."""
         return self.output_tokens / self.wall_time_s if self.wall_time_s else 0.0
 
+    def request_tpot_s(self, i: int) -> float | None:
+        """Request i's seconds per output token after its first (TPOT); None for a request of one token."""
+        tokens = len(self.generations[i].output_ids)
+        return (self.finished_s[i] - self.first_token_s[i]) / (tokens - 1) if tokens > 1 else None
+
     def tpot_s(self) -> list[float]:
-        """Per request: seconds per output token after the first (TPOT); requests of one token are left out."""
-        return [
-            (end - first) / (len(g.output_ids) - 1)
-            for g, first, end in zip(self.generations, self.first_token_s, self.finished_s, strict=True)
-            if len(g.output_ids) > 1
-        ]
+        """Every request's TPOT; requests of one token are left out."""
+        return [t for i in range(len(self.generations)) if (t := self.request_tpot_s(i)) is not None]
 
 
 @dataclass
