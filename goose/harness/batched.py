@@ -57,6 +57,7 @@ def _serve_rows(
     env: dict[str, Any],
     references: dict[tuple, list[int]] | None,
     resumed: bool,
+    stochastic: bool,
 ) -> list[dict[str, Any]]:
     requests = [Request(tuple(ids), cell.max_new_tokens, draw.sequence_seed) for _, draw, ids in units]
     served: Served = serve(engine, make, requests, concurrency, cell.sampling)
@@ -81,7 +82,7 @@ def _serve_rows(
                 gen.output_ids,
                 reference,
                 is_reference=references is None,
-                stochastic=False,
+                stochastic=stochastic,
                 sampling=draw.params,
                 seed=draw.sequence_seed,
             )
@@ -146,8 +147,19 @@ def run_batched_cell(
                     ].get("output_ids")
                     for p, d, _ in units
                 }
+            # a drafter that samples its drafts matches AR in distribution only (as in the batch-1 runner)
+            stochastic = which == "method" and not c.sampling.greedy and make().drafter.samples_drafts
             new = _serve_rows(
-                batch, engine, c, missing, make, concurrency, env, references, len(missing) < len(units)
+                batch,
+                engine,
+                c,
+                missing,
+                make,
+                concurrency,
+                env,
+                references,
+                len(missing) < len(units),
+                stochastic,
             )
             for row in new:
                 append_row(path, row)

@@ -4,6 +4,9 @@ batch's throughput; a finished cell is read back, not re-served."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.sizing import Speculator
 from goose.harness.batched import batched_results_path, run_batched_cell
 from goose.records.results import read_rows
@@ -34,3 +37,17 @@ def test_a_batched_cell_writes_one_lossless_row_per_request_and_resumes(tmp_path
     assert len({r["batch_tokens_per_s"] for r in pld}) == 1  # one serve: one throughput
     again, _ = run_batched_cell(engine, ToyTokenizer(), prompts, cell, make, tmp_path, 3)
     assert again == rows and len(read_rows(path)) == 10  # read back, nothing served twice
+
+
+def test_a_drafter_that_samples_its_drafts_is_judged_in_distribution(tmp_path):
+    """STAND at T = 1 matches AR's sample in distribution only: its rows say so (lossless None,
+    lossless_check "distribution"), as the batch-1 runner's do; PLD's are compared token for token."""
+    engine, prompts = tiny_engine(seed=2), toy_prompts(3)
+    for method, lossless in (("stand", None), ("pld", True)):
+        cell = replace(cell_of(method, drafter_of(method)), sampling=SamplingParams(1.0))
+        rows, _ = run_batched_cell(
+            engine, ToyTokenizer(), prompts, cell, lambda m=method: Speculator.of(drafter_of(m)), tmp_path, 2
+        )
+        mine = [r for r in rows if r["method"] == method]
+        assert [r["lossless"] for r in mine] == [lossless] * 3, method
+        assert all((r.get("lossless_check") == "distribution") == (lossless is None) for r in mine)
