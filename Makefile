@@ -32,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-each test-all lint figures bench heldout bench-sampling bench-verifiers verifier-claims batching delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
+.PHONY: install assets test test-each test-all lint figures bench bench-spec heldout bench-sampling bench-verifiers verifier-claims batching delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -66,6 +66,23 @@ figures:  ## every figure and table of the paper from what is in $(RESULTS)
 bench:  ## wall-clock, side by side in one process, through the runner: engine AR / the methods (budget=auto) / transformers generate
 	$(PYTHON) -m experiments.bench --model $(BENCH_MODEL) --threads $(THREADS) --dtype $(BENCH_DTYPE) \
 		--methods $(BENCH_METHODS) --hf $(BENCH_HF) $(BENCH_ARGS) --out $(BENCH_OUT)
+
+# make bench-spec: the canonical Spec-Bench protocol (1 question of each of its 6 categories, 128 tokens, 3
+# interleaved repeats, every contender's place rotated): SmolLM2-135M-Instruct in its chat template, Gemma-3-270M
+# (a base model) in the plain instruction format `--chat-template auto` gives it, each method with a config of
+# its own among the contenders; rows into results/protocol/spec-bench-<model>[-chat]-bfloat16-v$(SPEC_VERSION)/.
+SPEC_METHODS ?= $(BENCH_METHODS),sam:auto,rest,lookahead,logitspec,hierarchy,source_select
+SPEC_PER_CATEGORY ?= 1
+SPEC_VERSION ?= 2
+SPEC_ARGS ?= --limit 20 --repeats 3
+
+bench-spec:  ## the Spec-Bench protocol runs the README's Spec-Bench tables read
+	$(PYTHON) -m experiments.bench --model smollm2-135m --dtype bfloat16 --threads $(THREADS) --benches spec_bench \
+		--per-category $(SPEC_PER_CATEGORY) --chat-template true --methods $(SPEC_METHODS) --hf "" $(SPEC_ARGS) \
+		--out results/protocol/spec-bench-smollm2-135m-chat-bfloat16-v$(SPEC_VERSION)
+	$(PYTHON) -m experiments.bench --model gemma3-270m --dtype bfloat16 --threads $(THREADS) --benches spec_bench \
+		--per-category $(SPEC_PER_CATEGORY) --chat-template auto --methods $(SPEC_METHODS) --hf "" $(SPEC_ARGS) \
+		--out results/protocol/spec-bench-gemma3-270m-bfloat16-v$(SPEC_VERSION)
 
 # make heldout: the held-out protocol (issue 56; experiments/heldout/): for each model, Spec-Bench's question
 # categories in the chat template (3 of each, 3 interleaved repeats, one process, as make bench) and short

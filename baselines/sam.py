@@ -96,6 +96,14 @@ class SamDrafter(Drafter):
     def restore_run_state(self, state: Any) -> None:
         self.tr.restore_run_state(state)
 
+    shares_run_state = True
+
+    def share_run_state(self, source: Any) -> None:
+        """TR's table shared with `source`'s TR (batch_state "shared"); the automaton stays per request."""
+        if not isinstance(source, type(self)):
+            raise ValueError(f"batch_state=shared: {self.name} shares TR's table only with its own kind")
+        self.tr.share_run_state(source.tr)
+
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Fresh automaton over the prompt; TR keeps its run-long table (no prefill harvest)."""
         super().begin(prompt_ids, prefill_logits)

@@ -88,6 +88,7 @@ class SuffixDecodingDrafter(Drafter):
         self.local: SuffixTree | None = None
         self.global_tree: SuffixTree | None = SuffixTree(self.max_depth) if self.global_cache else None
         self._seq_id = -1  # the current prompt's sequence in the global tree
+        self._next_seq = [0]  # the next prompt's sequence id (one list for every drafter sharing the tree)
         self._synced = 0  # committed tokens already in the trees
 
     def config(self) -> dict[str, Any]:
@@ -102,7 +103,7 @@ class SuffixDecodingDrafter(Drafter):
         if self.global_tree is None:
             return None
         tree = self.global_tree
-        return {"responses": [tree.sequence(i) for i in tree.sequence_ids()], "next_seq": self._seq_id + 1}
+        return {"responses": [tree.sequence(i) for i in tree.sequence_ids()], "next_seq": self._next_seq[0]}
 
     def restore_run_state(self, state: Any) -> None:
         if not self.global_cache or state is None:
@@ -112,6 +113,19 @@ class SuffixDecodingDrafter(Drafter):
             tree.extend(seq_id, response)
         self.global_tree = tree
         self._seq_id = max(state["next_seq"], len(state["responses"])) - 1
+        self._next_seq = [self._seq_id + 1]
+
+    shares_run_state = True
+
+    def share_run_state(self, source: Any) -> None:
+        """With `global_cache`: the same global tree as `source`'s, and its sequence numbering, so that every
+        request of a batch (batch_state "shared") drafts from every other's responses as they are written."""
+        if self.global_cache:
+            if not isinstance(source, SuffixDecodingDrafter) or source.max_depth != self.max_depth:
+                raise ValueError(
+                    f"batch_state=shared: {self.name} shares its global tree only with its own kind"
+                )
+            self.global_tree, self._next_seq = source.global_tree, source._next_seq
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         super().begin(prompt_ids, prefill_logits)
@@ -124,7 +138,8 @@ class SuffixDecodingDrafter(Drafter):
         self.local = SuffixTree(self.max_depth)
         self.local.extend(LOCAL_SEQ, prompt_ids)
         self._synced = len(prompt_ids)
-        self._seq_id += 1
+        self._seq_id = self._next_seq[0]
+        self._next_seq[0] += 1
 
     def _commit(self, tokens: list[int]) -> None:
         self.local.extend(LOCAL_SEQ, tokens)  # type: ignore[union-attr]

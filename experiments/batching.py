@@ -41,24 +41,34 @@ from goose.records.results import append_row, read_rows
 
 def contender_factory(name: str, model: str, engine) -> Any:
     """`method`, `method:auto` (budget=auto: each request's tree sized alone on the batch-1 cost curve) or
-    `method:auto@batch` (then every tree cut to the batch's common cap, goose.engine.batch.budget)."""
-    method, _, auto = name.partition("@")[0].partition(":")
+    `method:auto@batch` (then every tree cut to the batch's common cap, goose.engine.batch.budget); a
+    `+shared` suffix shares the run-long drafter state across the batch (`batch_state`)."""
+    method, _, auto = name.removesuffix(SHARED).partition("@")[0].partition(":")
     make = method_factory(method, model=model)
     if auto == "auto" and method != "ar":
         return auto_budget_factory(make, engine)
     return lambda: Speculator.of(make())
 
 
+SHARED = "+shared"
+
+
 def row_method(name: str) -> str:
-    """goose:auto -> goose_auto, goose:auto@batch -> goose_auto_batch."""
-    return name.replace(":auto", "_auto").replace("@", "_")
+    """goose:auto -> goose_auto, goose:auto@batch -> goose_auto_batch, tr:auto+shared -> tr_auto_shared."""
+    return name.replace(":auto", "_auto").replace("@", "_").replace(SHARED, "_shared")
 
 
 def budget_policy(name: str) -> str:
     """The contender's budget policy: per_request (budget=auto alone), batch (@batch) or fixed."""
+    name = name.removesuffix(SHARED)
     if "@" in name:
         return name.partition("@")[2]
     return "per_request" if ":auto" in name else "fixed"
+
+
+def batch_state(name: str) -> str:
+    """Where the contender's run-long drafter state lives: shared (+shared) or isolated."""
+    return "shared" if name.endswith(SHARED) else "isolated"
 
 
 def summary(served: Served) -> dict[str, Any]:
@@ -192,6 +202,7 @@ def run_dtype(args: argparse.Namespace, dtype: str, out: Path, env: dict[str, An
                     requests,
                     concurrency,
                     budget_policy="batch" if policy == "batch" else "per_request",
+                    batch_state=batch_state(name),
                 )
                 row = {
                     "study": "batching",
@@ -204,7 +215,7 @@ def run_dtype(args: argparse.Namespace, dtype: str, out: Path, env: dict[str, An
                     "position": position,
                     "benches": args.benches,
                     "max_new_tokens": args.max_new_tokens,
-                    "batch_state": "isolated",
+                    "batch_state": batch_state(name),
                     "budget_policy": policy,
                     "forward": batch.forward_name,
                     **summary(served),

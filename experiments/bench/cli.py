@@ -119,7 +119,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="budget_price_bookkeeping=false: :auto's size rule prices the verification forward only",
     )
-    ap.add_argument("--hf", default="greedy,pld", help="transformers contenders: greedy, pld")
+    ap.add_argument(
+        "--hf",
+        default=None,
+        help="transformers contenders: greedy, pld (default both; none with --concurrency)",
+    )
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument(
         "--latency", default=None, help="latency table JSON for :auto (budget_profile; default: calibrate)"
@@ -139,6 +143,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="where the rows go (<out>/repeat<k>/<model>/<bench>.jsonl); default "
         "results/runs/bench/<model>[_<dtype>]",
+    )
+    ap.add_argument(
+        "--concurrency",
+        default="1",
+        help="requests in flight: 1 (this protocol, one request at a time) or a comma-separated list such as "
+        "1,2,4,8 (continuous batching, experiments.batching's protocol: engine AR and each engine contender "
+        "serve the prompts through the batched engine at each concurrency, AR at the same concurrency the "
+        "reference; rows in <out>/<model>-<dtype>.jsonl)",
     )
     ap.add_argument("--fresh", action="store_true", help="delete <out> first instead of resuming it")
     ap.add_argument(
@@ -163,13 +175,53 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.categories is not None and SPEC_BENCH not in args.benches.split(","):
         ap.error(f"--categories selects questions of {SPEC_BENCH}: add it to --benches")
     try:
+        levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+        args.concurrency_list = list(check_int_list("--concurrency", levels, low=1, why="e.g. 1,2,4"))
+    except ValueError as exc:
+        ap.error(str(exc) if "--concurrency" in str(exc) else f"--concurrency {args.concurrency!r}: {exc}")
+    batch_1 = args.concurrency_list == [1]
+    if args.hf is None:
+        args.hf = "greedy,pld" if batch_1 else ""
+    if not batch_1:
+        unsupported = [
+            flag
+            for flag, used in (
+                ("--hf", bool(args.hf)),
+                ("--temperature", args.temperature != 0.0),
+                ("--per-category", args.per_category is not None),
+                ("--categories", args.categories is not None),
+                ("--method-overrides", args.method_overrides is not None),
+                ("--latency", args.latency is not None),
+            )
+            if used
+        ]
+        if unsupported:
+            ap.error(
+                f"--concurrency {args.concurrency}: the batched protocol (experiments.batching) does not take "
+                f"{', '.join(unsupported)}; leave {'it' if len(unsupported) == 1 else 'them'} out"
+            )
+    try:
         args.sampling = SamplingParams(args.temperature, args.top_p, args.top_k)
     except ValueError as exc:
         ap.error(str(exc).replace("sampling.", "--").replace("_", "-"))
     try:
         args.contenders = contender_names(args.methods, args.hf, args.sampling.greedy)
         args.overrides = read_method_overrides(args.method_overrides)
-        check_contenders(args.contenders, args.sampling, args.overrides, model=args.model)
+        checked = args.contenders
+        if not batch_1:  # suffixes there name the budget policy (@batch) and the batch state (+shared)
+            plain = [n.removesuffix("+shared") for n in args.contenders]
+            bad = [
+                n
+                for n, p in zip(args.contenders, plain, strict=True)
+                if p.partition("@")[2] not in ("", "batch")
+            ]
+            if bad:
+                raise ValueError(
+                    f"--concurrency {args.concurrency}: {', '.join(bad)}: the batched protocol takes no "
+                    "verifier; '@batch' names its batch-level budget policy, '+shared' its shared drafter state"
+                )
+            checked = [p.partition("@")[0] for p in plain]
+        check_contenders(checked, args.sampling, args.overrides, model=args.model)
     except (ValueError, UserError) as exc:
         ap.error(str(exc))
     args.out = Path(

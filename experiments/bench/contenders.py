@@ -14,7 +14,8 @@ from experiments.bench.load import BenchPrompt, method_factory
 from goose.engine.core.drafter import ARDrafter, Drafter
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
-from goose.harness.runner import Cell, SamplingPlan, run_cell
+from goose.harness.cells import Cell, SamplingPlan
+from goose.harness.runner import run_cell
 from goose.records.results import cell_key, results_path
 
 REFERENCE = "engine:ar"

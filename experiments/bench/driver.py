@@ -135,11 +135,31 @@ def hardware_floor(engine: VerificationEngine, rows: list[dict[str, Any]], max_n
     return out
 
 
+def batched(args: argparse.Namespace) -> dict[str, Any]:
+    """--concurrency above 1: the same prompts and engine contenders through experiments.batching's protocol
+    (each contender serves every prompt at each concurrency, rounds rotated, AR at the same concurrency the
+    reference); returns {"source": its rows file, "rows": how many it holds}."""
+    from experiments import batching
+
+    methods = ["ar", *(name.removeprefix("engine:") for name in args.contenders if name != "engine:ar")]
+    dtype = args.dtype or "float32"  # every conf/model default
+    argv = ["--model", args.model, "--dtypes", dtype, "--methods", ",".join(methods)]
+    argv += ["--concurrency", ",".join(map(str, args.concurrency_list)), "--benches", args.benches]
+    argv += ["--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens)]
+    argv += ["--repeats", str(args.repeats), "--threads", str(args.threads or torch.get_num_threads())]
+    argv += ["--out", str(args.out), *(["--data-dir", str(args.data_dir)] if args.data_dir else [])]
+    batching.main(argv)
+    path = args.out / f"{args.model}-{dtype}.jsonl"
+    return {"source": str(path), "rows": len(read_rows(path))}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     out: Path = args.out
     if args.show_partial:
         return show_partial(out)
+    if args.concurrency_list != [1]:
+        return batched(args)
     if args.fresh and out.exists():
         shutil.rmtree(out)
     try:  # before any model loads: one code state per run unless mixing is asked for
@@ -166,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     names = list(measured)
     provenance = dict(loaded.provenance)
     model_label = provenance.pop("model_label", args.model)
-    skip = ("sampling", "out", "fresh", "show_partial", "allow_mixed_code")
+    skip = ("sampling", "out", "fresh", "show_partial", "allow_mixed_code", "concurrency_list")
     protocol = {k: v for k, v in vars(args).items() if k not in skip}
     extra = {
         **({"allow_mixed_code": True} if args.allow_mixed_code else {}),

@@ -5,6 +5,7 @@ AR's row of the prompt. It has no drafter to plug into the engine, hence its own
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -13,7 +14,9 @@ from experiments.bench.contenders import Contender, Segment, Setting
 from experiments.bench.load import BenchPrompt
 from goose.engine.core.sampling import SamplingParams, derive_seed
 from goose.engine.core.verifier import sync_clock
-from goose.harness.runner import SamplingPlan, environment
+from goose.harness.cells import SamplingPlan
+from goose.harness.rows import environment
+from goose.harness.verdicts import lossless_fields
 from goose.records.degenerate import degenerate_fields
 from goose.records.provenance import chat_template_fields, prompt_fields, seed_fields
 from goose.records.results import append_row, cell_key, read_rows
@@ -32,23 +35,28 @@ def hf_contender(model: Any, eos: list[int], method: str, **generate_kwargs: Any
     (CUDA-synchronised); at temperature > 0 it samples (do_sample, the same temperature / top_p /
     top_k; torch's global seed set from the prompt's sequence seed, outside the timed region). Its
     row has the runner's cell fields, provenance and `output_ids` / `wall_time_s` /
-    `generated_tokens`, compared with engine AR's row of the same prompt and repeat (the verdict
-    on a divergence is the runner's `lossless_fields`); a row already in the file is returned
-    without running (resume by the same cell key)."""
+    `generated_tokens` (a `ResultRow`, checked as it is written), compared with engine AR's output of the
+    prompt in the reference pass, as every engine contender is (the verdict on a divergence is the runner's
+    `lossless_fields`); a row already in the file is returned without running (resume by the same cell key;
+    each results file is read once)."""
     config = {"library": "transformers", **generate_kwargs}
+    # per results file: its ok rows by cell key, read once
+    on_disk: dict[Path, dict[tuple, dict[str, Any]]] = {}
 
     def run(setting: Setting, segment: Segment, i: int) -> dict[str, Any]:
         repeat, prompts = segment
         p = prompts[i]
         cell = setting.cell(p, method, config)
         path = setting.results_file(repeat, p.bench)
+        if path not in on_disk:
+            on_disk[path] = {cell_key(r): r for r in read_rows(path) if r.get("status") == "ok"}
+        rows = on_disk[path]
         sample_seed, seed = _sequence_seed(setting.plan, setting.sampling, p.prompt_id)
-        sample = {"prompt_id": p.prompt.prompt_id, "sample_seed": sample_seed}
-        on_disk = {cell_key(r): r for r in read_rows(path) if r.get("status") == "ok"}
-        if (key := cell.key(p.prompt.prompt_id, sample_seed)) in on_disk:
-            return on_disk[key]
+        if (key := cell.key(p.prompt.prompt_id, sample_seed)) in rows:
+            return rows[key]
         ar_key = setting.cell(p, "ar", {}).key(p.prompt.prompt_id, sample_seed)
-        reference = on_disk.get(ar_key) or setting.references.get(ar_key)
+        # the reference pass's output, as the engine contenders'
+        reference = setting.references.get(ar_key) or rows.get(ar_key)
         sampling = setting.sampling
         kwargs = dict(generate_kwargs)
         if sampling.greedy:
@@ -56,29 +64,28 @@ def hf_contender(model: Any, eos: list[int], method: str, **generate_kwargs: Any
         else:
             kwargs |= {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p}
             kwargs["top_k"] = sampling.top_k or None
-        row: dict[str, Any] = {
-            **cell.row_base(),
-            **sample,
-            "sample_idx": None if sample_seed is None else 0,
-            "prompt_tokens": len(p.ids),
-            **prompt_fields(getattr(p.prompt, "text", None), p.ids),
-            **seed_fields(setting.plan.seed, sample_seed, seed),
-            **environment(),
-            **setting.fields(repeat, p),
-            **chat_template_fields(setting.tokenizer, p.chat_template),
-            "timestamp": time.time(),
-        }
+        row = cell.row(p.prompt.prompt_id, None if sample_seed is None else 0, sample_seed)
+        row.prompt_tokens = len(p.ids)
+        row.fill(prompt_fields(getattr(p.prompt, "text", None), p.ids))
+        row.fill(seed_fields(setting.plan.seed, sample_seed, seed))
+        row.fill(environment(), strict=False)
+        row.fill(setting.fields(repeat, p), strict=False)
+        row.fill(chat_template_fields(setting.tokenizer, p.chat_template))
+        row.timestamp = time.time()
         try:
-            out = hf_generate(model, p.ids, setting.max_new_tokens, eos, seed, kwargs)
-            row |= {"generated_tokens": len(out[0]), "wall_time_s": out[1], "output_ids": out[0]}
-            row["tokens_per_s"] = len(out[0]) / out[1] if out[1] else 0.0
-            row |= degenerate_fields(row)
-            row |= _lossless(setting, p, out[0], reference, seed)
-            row["status"] = "ok"
+            output, wall_s = hf_generate(model, p.ids, setting.max_new_tokens, eos, seed, kwargs)
+            row.generated_tokens, row.wall_time_s, row.output_ids = len(output), wall_s, output
+            row.tokens_per_s = len(output) / wall_s if wall_s else 0.0
+            row.fill(degenerate_fields(row))
+            row.fill(_lossless(setting, p, output, reference, seed))
+            row.status = "ok"
         except (RuntimeError, ValueError) as exc:  # a failed prompt is recorded, not fatal
-            row |= {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+            row.status, row.error = "failed", f"{type(exc).__name__}: {exc}"
         append_row(path, row)
-        return row
+        written = row.to_dict()
+        if row.status == "ok":
+            rows[key] = written
+        return written
 
     return run
 
@@ -111,6 +118,4 @@ def _lossless(
         return none | {"lossless_error": "no engine AR row for this prompt"}
     if not setting.sampling.greedy:
         return none | {"lossless_check": "distribution", "same_as_ar": output == reference["output_ids"]}
-    from goose.harness.runner import lossless_fields
-
     return lossless_fields(setting.engine, p.ids, output, reference["output_ids"], setting.sampling, seed)

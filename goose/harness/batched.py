@@ -2,8 +2,10 @@
 through the batched engine (goose.engine.batch), and AR through the same engine at the same concurrency as
 the reference. Rows go to <out_dir>/concurrency<N>/<model>/<bench>.jsonl, one per request, each with the
 batch's throughput (`batch_tokens_per_s`, over the whole serve), its own TPOT and its losslessness against
-AR's output. Each request gets a fresh drafter and sizer (`batch_state` "isolated"); a cell whose rows are all
-on disk is reported, not re-run; missing requests are served together (rows record `batch_resumed`).
+AR's output. Each request gets a fresh drafter and sizer; with `batch_state` "shared" the method's requests
+read and write one run-long drafter state (goose.engine.batch.serve), rows under
+<out_dir>/concurrency<N>-shared/. A cell whose rows are all on disk is reported, not re-run; missing requests are
+served together (rows record `batch_resumed`).
 """
 
 from __future__ import annotations
@@ -30,8 +32,13 @@ from goose.records.provenance import chat_template_fields, prompt_fields, seed_f
 from goose.records.results import append_row, results_path
 
 
-def batched_results_path(out_dir: str | Path, concurrency: int, model: str, bench: str) -> Path:
-    return results_path(Path(out_dir) / f"concurrency{concurrency}", model, bench)
+def batched_results_path(
+    out_dir: str | Path, concurrency: int, model: str, bench: str, batch_state: str = "isolated"
+) -> Path:
+    """<out_dir>/concurrency<N>[-shared]/<model>/<bench>.jsonl: the batch state is not in a row's cell key, so
+    the two states keep their rows apart."""
+    folder = f"concurrency{concurrency}" + ("" if batch_state == "isolated" else f"-{batch_state}")
+    return results_path(Path(out_dir) / folder, model, bench)
 
 
 def _units(
@@ -58,9 +65,10 @@ def _serve_rows(
     references: dict[tuple, list[int]] | None,
     resumed: bool,
     stochastic: bool,
+    batch_state: str,
 ) -> list[dict[str, Any]]:
     requests = [Request(tuple(ids), cell.max_new_tokens, draw.sequence_seed) for _, draw, ids in units]
-    served: Served = serve(engine, make, requests, concurrency, cell.sampling)
+    served: Served = serve(engine, make, requests, concurrency, cell.sampling, batch_state=batch_state)
     tpot = served.tpot_s()
     tpot_p50 = statistics.median(tpot) if tpot else None
     rows = []
@@ -91,7 +99,7 @@ def _serve_rows(
         row.fill(
             {
                 "concurrency": concurrency,
-                "batch_state": "isolated",
+                "batch_state": batch_state,
                 "batch_requests": len(units),
                 "batch_tokens_per_s": served.tokens_per_s,
                 "batch_wall_time_s": served.wall_time_s,
@@ -117,14 +125,16 @@ def run_batched_cell(
     extra: dict[str, Any] | None = None,
     plan: SamplingPlan | None = None,
     allow_mixed_code: bool = False,
+    batch_state: str = "isolated",
 ) -> tuple[list[dict[str, Any]], Path]:
-    """Serve the cell's prompts `concurrency` at a time, AR first (the reference) then the method; returns
-    (the rows of both, in prompt order, as on disk) and the results file."""
+    """Serve the cell's prompts `concurrency` at a time, AR first (the reference) then the method (its run-long
+    drafter state per `batch_state`); returns (the rows of both, in prompt order, as on disk) and the results
+    file."""
     plan = plan or SamplingPlan()
     env = environment() | (extra or {}) | chat_template_fields(tokenizer, cell.chat_template)
     if allow_mixed_code:
         env["allow_mixed_code"] = True
-    path = batched_results_path(out_dir, concurrency, cell.model, cell.bench)
+    path = batched_results_path(out_dir, concurrency, cell.model, cell.bench, batch_state)
     existing: dict[tuple, dict[str, Any]] = {}
     merge_new_rows(existing, path, 0)
     check_one_code_state(existing.values(), env["code_state"], str(path), allow_mixed_code)
@@ -160,6 +170,7 @@ def run_batched_cell(
                 references,
                 len(missing) < len(units),
                 stochastic,
+                batch_state if which == "method" else "isolated",
             )
             for row in new:
                 append_row(path, row)

@@ -296,6 +296,7 @@ class RunSettings:
     plan: SamplingPlan
     threads: int | None
     concurrency: int  # requests verified together (1: batch 1)
+    batch_state: str  # with concurrency > 1: isolated or shared run-long drafter state
     budget: str  # fixed or auto
     budget_profile: str | None
     budget_kv_lens: tuple[int, ...]
@@ -325,6 +326,7 @@ class RunSettings:
             plan=plan,
             threads=int(cfg.threads) if cfg.get("threads") else None,
             concurrency=int(cfg.get("concurrency", 1)),
+            batch_state=str(cfg.get("batch_state", "isolated")),
             budget=str(cfg.get("budget", "fixed")),
             budget_profile=cfg.get("budget_profile"),
             budget_kv_lens=tuple(cfg.get("budget_kv_lens") or ()),

@@ -20,6 +20,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from goose.engine.batch.serve import BATCH_STATES
 from goose.engine.budget.latency_cache import check_cache_setting
 from goose.engine.core.verify.rules import VERIFIERS
 from goose.harness.benchmarks.spec import BenchmarkSpec, HubSource, PackageFile, RecordFilter
@@ -177,6 +178,10 @@ class GooseBenchConfig:
             check_int, low=1, high=256, why="requests verified together (continuous batching); 1 = batch 1"
         ),
     )
+    batch_state: str = _checked(
+        "isolated",
+        partial(check_choice, choices=BATCH_STATES, why="run-long drafter state across a batch's requests"),
+    )
     wandb: str = _checked("offline", partial(check_choice, choices=("online", "offline", "disabled")))
     wandb_verbose: bool = False  # W&B's own console output; by default only a line saying where the run went
     budget: str = _checked(
@@ -288,6 +293,11 @@ def validate_config(cfg: DictConfig | Mapping[str, Any]) -> None:
     plain.pop("hydra", None)
     check_node("", plain, GooseBenchConfig)
     check_drafter(str(plain["method"].get("name")), plain["method"]["drafter"])
+    if plain.get("batch_state", "isolated") != "isolated" and int(plain.get("concurrency", 1)) == 1:
+        raise ValueError(
+            f"batch_state = {plain['batch_state']!r} needs concurrency > 1: at concurrency 1 one drafter runs "
+            "the cell's prompts in turn and carries its run-long state from one to the next"
+        )
 
 
 register()

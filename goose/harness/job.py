@@ -174,6 +174,11 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         return new_drafter(run.method, run.drafter, sampling.verifier, sampling.temperature)
 
     drafter = build()  # the job's one drafter: its config is the cell's, it runs every prompt
+    if run.batch_state == "shared":  # before anything loads: can its run-long state be shared?
+        try:
+            drafter.check_shareable()
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     spec, prompts, source = load_prompts(run.bench, run.data_dir, run.limit)
     profile = run.budget_profile
     if profile and not Path(profile).is_file():
@@ -215,7 +220,9 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     )
     out_file = results_path(run.out_dir, loaded.label, run.bench["name"])
     if run.concurrency > 1:
-        out_file = batched_results_path(run.out_dir, run.concurrency, loaded.label, run.bench["name"])
+        out_file = batched_results_path(
+            run.out_dir, run.concurrency, loaded.label, run.bench["name"], run.batch_state
+        )
     print(
         f"goose-bench: model={cell.model} bench={cell.bench} ({len(prompts)} prompts from {source}) "
         f"chat_template={str(chat).lower()} ({chat_why}) "
@@ -245,6 +252,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
             progress=False if _parallel_launcher() else None,
             plan=plan,
             allow_mixed_code=run.allow_mixed_code,
+            batch_state=run.batch_state,
         )
     except MixedCodeError as exc:  # refused before any prompt ran: the file holds rows of other code
         raise UserError(str(exc)) from None
@@ -285,6 +293,7 @@ def _run_batched(
             extra=extra,
             plan=plan,
             allow_mixed_code=run.allow_mixed_code,
+            batch_state=run.batch_state,
         )
     except MixedCodeError as exc:
         raise UserError(str(exc)) from None

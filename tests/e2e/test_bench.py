@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.bench import contenders, driver
+from experiments.bench import contenders, driver, hf
 from goose.engine.budget.cost_model import LatencyTable
 from goose.records.results import read_rows
+from goose.records.row import ResultRow
 
 # Token Recycling at budget=auto: its table and auto's acceptance rates outlive a prompt, so a
 # resumed run that started from a fresh drafter would draft other trees.
@@ -51,6 +52,10 @@ def test_every_contender_writes_runner_rows_per_repeat(uninterrupted):
     assert {r["experiment"] for r in rows} == {"bench:whole"}
     assert all(r["status"] == "ok" and r["lossless"] for r in rows)  # fp32: every output is AR's
     assert all("prompt_hash" in r and "seeds" in r for r in rows)  # the runner's provenance, hf rows too
+    for r in rows:  # every row, transformers' too, is a valid typed row with the fields of the runner's
+        ResultRow.from_dict(r).check()
+    ar_fields = {k for r in rows if r["method"] == "ar" for k in r}
+    assert all(set(r) <= ar_fields for r in rows if r["method"] == "hf_greedy")
     assert record["summary"]["identical_to_engine_ar"]["engine:tr:auto"]["identical"] == 2
     assert list(record["summary"]["tokens_per_s"]) == ["engine:ar", "engine:tr:auto", "hf:greedy"]
 
@@ -86,6 +91,21 @@ def test_the_reference_pass_writes_one_untimed_ar_row_per_prompt_and_the_rows_ar
     ar_outputs = {str(r["prompt_id"]): r["output_ids"] for r in reference}
     assert all(r["output_ids"] == ar_outputs[str(r["prompt_id"])] for r in rows if r["method"] == "ar")
     assert not list(out.rglob("*.jsonl")) and list(out.rglob("*.jsonl.xz"))  # sealed at the end
+
+
+def test_the_transformers_contender_reads_each_results_file_once(uninterrupted, monkeypatch):
+    """Resuming a finished run: transformers' contender finds every row on disk, reading each results file
+    once (not once per prompt), and nothing runs again."""
+    from pathlib import Path
+
+    args, whole, record = uninterrupted
+    out = Path(record["source"])
+    reads: list[str] = []
+    real = hf.read_rows
+    monkeypatch.setattr(hf, "read_rows", lambda path: reads.append(str(path)) or real(path))
+    driver.main([*args, "--out", str(out)])
+    assert len(timed(read_rows(out))) == len(whole)
+    assert len(reads) == len(set(reads)) == 2  # one benchmark, two repeats
 
 
 def test_contenders_rotate_by_prompt_and_repeat():
@@ -252,3 +272,58 @@ def test_latency_kv_lengths_are_checked_as_the_config_checks_them(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--latency-kv", "0"])
     assert "--latency-kv = [0]: must be a non-empty list of integers >= 1" in capsys.readouterr().err
+
+
+def test_concurrency_above_1_serves_the_prompts_through_the_batched_engine(tmp_path):
+    """--concurrency 1,2: engine AR and PLD each serve both prompts at concurrency 1 and 2 (experiments.batching's
+    protocol); in fp32 every output equals batch-1 AR's."""
+    out = tmp_path / "batched"
+    args = ["--benches", "humaneval", "--limit", "2", "--max-new-tokens", "8", "--repeats", "1"]
+    record = driver.main(
+        [*args, "--methods", "pld", "--concurrency", "1,2", "--threads", "1", "--out", str(out)]
+    )
+    rows = read_rows(out / "smollm2-135m-float32.jsonl")
+    assert record["rows"] == len(rows) == 4
+    assert sorted((r["method"], r["concurrency"]) for r in rows) == [
+        ("ar", 1),
+        ("ar", 2),
+        ("pld", 1),
+        ("pld", 2),
+    ]
+    assert all(r["requests"] == 2 and r["identical"] == 2 for r in rows)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--concurrency", "2", "--hf", "greedy"], "does not take --hf; leave it out"),
+        (["--concurrency", "1,4", "--temperature", "1.0"], "does not take --temperature"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--concurrency", "two"], "--concurrency 'two'"),
+        (
+            ["--concurrency", "2", "--methods", "pld@block"],
+            "engine:pld@block: the batched protocol takes no verifier",
+        ),
+    ],
+)
+def test_a_batched_bench_refuses_what_its_protocol_does_not_take(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        driver.main(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_batched_contender_names_carry_the_budget_policy_and_the_batch_state():
+    from experiments import batching
+
+    assert batching.row_method("tr:auto+shared") == "tr_auto_shared"
+    assert batching.row_method("goose:auto@batch") == "goose_auto_batch"
+    assert [batching.batch_state(n) for n in ("tr:auto+shared", "tr:auto", "pld")] == [
+        "shared",
+        "isolated",
+        "isolated",
+    ]
+    assert [batching.budget_policy(n) for n in ("goose:auto@batch+shared", "tr:auto+shared", "pld")] == [
+        "batch",
+        "per_request",
+        "fixed",
+    ]

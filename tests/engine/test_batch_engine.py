@@ -171,6 +171,65 @@ def test_a_requests_drafter_state_stays_its_own(engine):
         ]
 
 
+def steps_of(generation) -> list[tuple[int, int]]:
+    return [(s.tree_size, s.accepted_len) for s in generation.steps]
+
+
+@pytest.mark.parametrize("method", ["tr", "suffix_global", "sam", "stand"])
+def test_a_shared_state_served_one_at_a_time_is_one_drafter_run_over_the_prompts(engine, method):
+    """batch_state "shared" at concurrency 1: the requests in turn read and write one run-long state, which is
+    exactly one drafter running the prompts one after another (the batch-1 runner's cell); isolated it is a fresh
+    drafter per prompt, and the two draft differently."""
+    ps, max_new = prompts(4), 24
+    one = drafter_of(method)
+    in_turn = [generate(engine, one, p, max_new, seed=i) for i, p in enumerate(ps)]
+    requests = [Request(tuple(p), max_new, seed=i) for i, p in enumerate(ps)]
+    shared = serve(
+        BatchEngine(engine, 1), lambda: Speculator.of(drafter_of(method)), requests, 1, batch_state="shared"
+    )
+    isolated = serve(BatchEngine(engine, 1), lambda: Speculator.of(drafter_of(method)), requests, 1)
+    assert [steps_of(g) for g in shared.generations] == [steps_of(g) for g in in_turn]
+    assert [steps_of(g) for g in shared.generations] != [steps_of(g) for g in isolated.generations]
+
+
+def test_a_shared_table_is_one_object_that_every_request_of_the_batch_writes_and_stays_lossless(engine):
+    ps, max_new = prompts(6), 24
+    refs = [reference(engine, p, max_new) for p in ps]
+    made: list[Drafter] = []
+
+    def make() -> Speculator:
+        made.append(drafter_of("tr"))
+        return Speculator.of(made[-1])
+
+    served = serve(
+        BatchEngine(engine, 4), make, [Request(tuple(p), max_new) for p in ps], 4, batch_state="shared"
+    )
+    assert [g.output_ids for g in served.generations] == refs
+    assert len(made) == 6 and all(d.table is made[0].table for d in made)
+
+
+def test_a_drafter_that_cannot_share_its_state_is_refused_and_one_without_state_shares_nothing(engine):
+    requests = [Request(tuple(p), 12) for p in prompts(3)]
+    for method in ("hw_tree", "opt_tree", "goose_persistent"):
+        with pytest.raises(ValueError, match=f"batch_state=shared: {method}.* cannot share"):
+            serve(
+                BatchEngine(engine, 2),
+                lambda m=method: Speculator.of(drafter_of(m)),
+                requests,
+                2,
+                batch_state="shared",
+            )
+    with pytest.raises(ValueError, match="batch_state = 'global': choose from isolated, shared"):
+        serve(BatchEngine(engine, 2), lambda: Speculator.of(ARDrafter()), requests, 2, batch_state="global")
+    pld = [
+        serve(
+            BatchEngine(engine, 2), lambda: Speculator.of(drafter_of("pld")), requests, 2, batch_state=state
+        )
+        for state in ("isolated", "shared")
+    ]
+    assert [steps_of(g) for g in pld[0].generations] == [steps_of(g) for g in pld[1].generations]
+
+
 def test_without_the_gap_mask_a_shorter_request_reads_rows_it_does_not_own(engine, monkeypatch):
     """The mask's gap rule is load-bearing: let every slot see rows [0, W) and the outputs change."""
     ps, max_new = prompts(4), 16

@@ -51,3 +51,20 @@ def test_a_drafter_that_samples_its_drafts_is_judged_in_distribution(tmp_path):
         mine = [r for r in rows if r["method"] == method]
         assert [r["lossless"] for r in mine] == [lossless] * 3, method
         assert all((r.get("lossless_check") == "distribution") == (lossless is None) for r in mine)
+
+
+def test_a_shared_state_cell_has_rows_of_its_own_and_drafts_otherwise(tmp_path):
+    """batch_state "shared": rows under concurrency<N>-shared/ recording it, lossless, and Token Recycling's trees
+    differ from the isolated cell's (the table every request writes reaches the others); AR is the same."""
+    engine, prompts = tiny_engine(seed=2), toy_prompts(5)
+    cell = cell_of("tr", drafter_of("tr"))
+    make = lambda: Speculator.of(drafter_of("tr"))  # noqa: E731
+    isolated, _ = run_batched_cell(engine, ToyTokenizer(), prompts, cell, make, tmp_path, 2)
+    shared, path = run_batched_cell(
+        engine, ToyTokenizer(), prompts, cell, make, tmp_path, 2, batch_state="shared"
+    )
+    assert path == tmp_path / "concurrency2-shared" / "tiny" / "toy.jsonl"
+    assert [r["batch_state"] for r in shared] == ["isolated"] * 5 + ["shared"] * 5  # AR drafts nothing
+    assert all(r["lossless"] is True for r in shared)
+    assert [r["output_ids"] for r in shared] == [r["output_ids"] for r in isolated]
+    assert [r["step_tree_size"] for r in shared[5:]] != [r["step_tree_size"] for r in isolated[5:]]

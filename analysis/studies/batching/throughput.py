@@ -3,7 +3,8 @@ dtype, from `make batching`'s rows (experiments/batching.py). A ratio is taken p
 AR of one round) and shown as the median [min, max] over repeats; TPOT p50 / p99 are medians over repeats
 of each run's per-request percentiles; waste = verified nodes that were neither an anchor nor accepted, as a
 share of verified nodes; identical = outputs equal to batch-1 AR's (over every repeat), with divergences
-split into near-ties and real mismatches by their top-2 margin.
+split into near-ties and real mismatches by their top-2 margin. Goodput: requests per second whose TPOT meets
+a target (a multiple of batch-1 AR's TPOT), the serving papers' measure of useful throughput.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ METHOD_ORDER = (
     "ar",
     "pld",
     "suffix_auto",
+    "suffix_global_auto",
+    "suffix_global_auto_shared",
     "tr_auto",
+    "tr_auto_shared",
     "goose_auto",
     "goose_auto_batch",
     "hw_tree_auto",
@@ -101,6 +105,66 @@ def table(df: pd.DataFrame) -> tuple[list[list[str]], dict[tuple[str, str], dict
                     ]
                 )
     return rows, curves
+
+
+# Goodput's TPOT targets, as multiples of batch-1 AR's median TPOT of the same model and dtype (its own speed):
+# a request meets the target when its time per output token after the first is at most target.
+GOODPUT_TARGETS = (1.5, 2.0)
+
+
+def goodput_table(df: pd.DataFrame) -> list[list[str]]:
+    """Per (model, dtype, run, method, concurrency) and TPOT target: the requests meeting the target (over every
+    repeat) and goodput, requests meeting it per second of the round, median [min, max] over repeats and over
+    AR's at the same concurrency and target (per repeat, as `ratios`). The target is GOODPUT_TARGETS × batch-1
+    AR's median request TPOT of the model and dtype (over the main run's repeats)."""
+    out = []
+    if "tpot_s" not in df.columns:
+        return out
+    for (model, dtype), d in df.groupby(["model", "dtype"], sort=True):
+        base = d[(d["method"] == "ar") & (d["concurrency"] == 1)]
+        base_tpots = [t for ts in base["tpot_s"] if isinstance(ts, list) for t in ts]
+        if not base_tpots:
+            continue
+        ar_tpot = statistics.median(base_tpots)
+        for run, r in d.groupby("run", sort=True):
+            for method in sorted(r["method"].unique(), key=method_rank):
+                for c in sorted(r["concurrency"].unique()):
+                    g = r[(r["method"] == method) & (r["concurrency"] == c)]
+                    ar = r[(r["method"] == "ar") & (r["concurrency"] == c)]
+                    if g.empty or ar.empty:
+                        continue
+                    for k in GOODPUT_TARGETS:
+                        target = k * ar_tpot
+                        rates = goodputs(g, target)
+                        ar_rates = dict(zip(ar["repeat"], goodputs(ar, target), strict=True))
+                        rel = [
+                            x / ar_rates[rep]
+                            for rep, x in zip(g["repeat"], rates, strict=True)
+                            if ar_rates.get(rep)
+                        ]
+                        met = sum(sum(t <= target for t in ts) for ts in g["tpot_s"])
+                        total = sum(len(ts) for ts in g["tpot_s"])
+                        out.append(
+                            [
+                                model,
+                                dtype,
+                                run,
+                                method,
+                                str(int(c)),
+                                f"{k:g}× AR ({1e3 * target:.1f})",
+                                f"{met}/{total}",
+                                spread(rates),
+                                spread(rel) + "×" if rel else "—",
+                            ]
+                        )
+    return out
+
+
+def goodputs(g: pd.DataFrame, target: float) -> list[float]:
+    """Per row (one round): requests whose TPOT is at most `target`, per second of the round's wall time."""
+    return [
+        sum(t <= target for t in ts) / wall for ts, wall in zip(g["tpot_s"], g["wall_time_s"], strict=True)
+    ]
 
 
 def stops_paying(curves: dict[tuple[str, str], dict[int, float]]) -> list[str]:
@@ -270,6 +334,28 @@ def build(res: Results, out: Path) -> Output:
         notes=stops_paying(curves),
     )
     output.files += plot(curves, out)
+    rows = goodput_table(df)
+    if rows:
+        output.files += write_table(
+            out,
+            "goodput",
+            [
+                "model",
+                "dtype",
+                "run",
+                "method",
+                "concurrency",
+                "TPOT target (ms)",
+                "requests meeting it",
+                "goodput (requests/s)",
+                "× AR (same concurrency)",
+            ],
+            rows,
+            caption=(
+                "Goodput: requests per second whose TPOT meets a target set at a multiple of batch-1 AR's median "
+                "TPOT (median [min, max] over repeats)"
+            ),
+        )
     rows, errors = validation_table(df, folder)
     if rows:
         mean_abs = 100 * statistics.fmean(abs(e) for e in errors)

@@ -5,7 +5,10 @@ one before the following step. Each request's output is what batch-1 decoding wo
 
 Per request: a `Generation` (wall time from its admission to its last token) and its first-token and
 finish times; per step of the batch: a `BatchStep`. Every request gets a fresh drafter and sizer from
-`make_speculator` (isolated state: nothing learnt in one request reaches another).
+`make_speculator`. `batch_state` "isolated": nothing learnt in one request reaches another; "shared": every
+request's drafter reads and writes the first request's run-long state (Token Recycling's table,
+SuffixDecoding's global tree; `Drafter.share_run_state`), as one server-wide table would; sizers stay per
+request.
 """
 
 from __future__ import annotations
@@ -18,10 +21,14 @@ from goose.engine.batch.budget import POLICIES, batch_cap
 from goose.engine.batch.engine import BatchEngine
 from goose.engine.budget.auto_budget import AutoBudget, prefix_tree
 from goose.engine.core.decode import Generation, StepRecord, draft_step, step_record
+from goose.engine.core.drafter import Drafter
 from goose.engine.core.sampling import GREEDY, SamplingParams
 from goose.engine.core.sizing import Speculator, StepTiming
 from goose.engine.core.tree import DraftTree
 from goose.engine.core.verifier import sync_clock
+
+# Where run-long drafter state lives across the requests of a batch (`serve`'s batch_state).
+BATCH_STATES = ("isolated", "shared")
 
 
 @dataclass(frozen=True)
@@ -112,12 +119,16 @@ def serve(
     concurrency: int,
     sampling: SamplingParams | None = None,
     budget_policy: str = "per_request",
+    batch_state: str = "isolated",
 ) -> Served:
     """Run `requests` in order through `engine` with at most `concurrency` active at once. `budget_policy`:
     "per_request" (each tree as its own sizer sizes it) or "batch" (every tree then cut to the common cap of
-    goose.engine.batch.budget, which needs budget=auto's sizer on every request)."""
+    goose.engine.batch.budget, which needs budget=auto's sizer on every request). `batch_state`: "isolated"
+    or "shared" (module docstring; ValueError for a drafter whose run-long state cannot be shared)."""
     if budget_policy not in POLICIES:
         raise ValueError(f"budget_policy = {budget_policy!r}: choose from {', '.join(POLICIES)}")
+    if batch_state not in BATCH_STATES:
+        raise ValueError(f"batch_state = {batch_state!r}: choose from {', '.join(BATCH_STATES)}")
     if not 1 <= concurrency <= engine.cache.slots:
         raise ValueError(
             f"concurrency must lie in [1, {engine.cache.slots}] (the engine's slots), got {concurrency}"
@@ -131,6 +142,7 @@ def serve(
     pending = deque(range(n))
     live: list[_Live] = []
     batch_steps: list[BatchStep] = []
+    owner: list[Drafter] = []  # batch_state "shared": the drafter whose run-long state every request uses
     t_start = sync_clock(device)
 
     def admit(i: int) -> None:
@@ -145,6 +157,12 @@ def serve(
             raise ValueError(
                 "concurrency > 1: a self-draft (draft forwards over the target's cache) is not batched"
             )
+        if batch_state == "shared":
+            drafter.check_shareable()
+            if owner:
+                drafter.share_run_state(owner[0])
+            else:
+                owner.append(drafter)
         t0 = sync_clock(device)
         drafter.set_sampling(sampling, request.seed)
         _, logits, first = engine.admit(

@@ -115,6 +115,23 @@ class Drafter:
     def restore_run_state(self, state: Any) -> None:
         """Continue from a `run_state()` snapshot (taken after the same earlier prompts)."""
 
+    # Batched serving with batch_state "shared" (goose.engine.batch.serve): every request's drafter reads and
+    # writes one run-long state, the first request's, instead of its own. Called before `begin`.
+    shares_run_state: ClassVar[bool] = False
+
+    def share_run_state(self, source: Drafter) -> None:
+        """Continue with `source`'s run-long state itself, not a copy (nothing to do for a drafter that carries
+        none); a drafter that `shares_run_state` overrides this."""
+        self.check_shareable()
+
+    def check_shareable(self) -> None:
+        """ValueError unless this drafter carries no run-long state or can share it."""
+        if self.carries_run_state and not self.shares_run_state:
+            raise ValueError(
+                f"batch_state=shared: {self.name} keeps run-long state per drafter and cannot share it; "
+                "use batch_state=isolated"
+            )
+
     def count(self, key: str, by: int = 1) -> None:
         self.stats[key] = self.stats.get(key, 0) + by
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis.studies.batching.replay import Trace, grid_surface, replay, rows_surface
-from analysis.studies.batching.throughput import divergences, stops_paying, table
+from analysis.studies.batching.throughput import divergences, goodput_table, stops_paying, table
 
 A = Trace(1.0, ((2, 2, 0.0), (2, 1, 100.0)))  # 1 + 3 tokens
 B = Trace(1.0, ((1, 1, 0.0),))  # 1 + 1 tokens
@@ -81,3 +81,27 @@ def test_ratios_pair_each_repeat_with_its_own_ar_and_name_where_a_method_stops_p
     assert pld1[7] == "1.30 [1.10, 1.50]×"
     assert stops_paying(curves) == ["m float32 (main) pld: below AR from concurrency 4 (c1 1.30×, c4 0.82×)"]
     assert divergences(pd.DataFrame(rows("ar", 1, [1.0]))) == "4/4"
+
+
+def test_goodput_counts_requests_meeting_a_target_set_by_batch_1_ar():
+    """Batch-1 AR's request TPOTs 10 / 10 / 20 / 30 ms: median 15 ms, targets 22.5 ms (1.5×) and 30 ms (2×).
+    At concurrency 2, AR's four requests take 20 / 20 / 25 / 40 ms in 2 s rounds, PLD's 20 / 40 / 40 / 40 ms in
+    1 s rounds: at 22.5 ms AR meets 2 (1 request/s), PLD 1 (1 request/s); at 30 ms AR 3 (1.5/s), PLD 1."""
+
+    def rounds(method: str, c: int, tpots: list[float], wall: float) -> list[dict]:
+        out = rows(method, c, [1.0, 1.0])
+        for r in out:
+            r |= {"tpot_s": [t / 1e3 for t in tpots], "wall_time_s": wall}
+        return out
+
+    df = pd.DataFrame(
+        rounds("ar", 1, [10, 10, 20, 30], 4.0)
+        + rounds("ar", 2, [20, 20, 25, 40], 2.0)
+        + rounds("pld", 2, [20, 40, 40, 40], 1.0)
+    )
+    out = {(r[3], r[4], r[5]): r[6:] for r in goodput_table(df)}
+    assert out[("ar", "1", "1.5× AR (22.5)")] == ["6/8", "0.75 [0.75, 0.75]", "1.00 [1.00, 1.00]×"]
+    assert out[("ar", "2", "1.5× AR (22.5)")] == ["4/8", "1.00 [1.00, 1.00]", "1.00 [1.00, 1.00]×"]
+    assert out[("pld", "2", "1.5× AR (22.5)")] == ["2/8", "1.00 [1.00, 1.00]", "1.00 [1.00, 1.00]×"]
+    assert out[("ar", "2", "2× AR (30.0)")] == ["6/8", "1.50 [1.50, 1.50]", "1.00 [1.00, 1.00]×"]
+    assert out[("pld", "2", "2× AR (30.0)")] == ["2/8", "1.00 [1.00, 1.00]", "0.67 [0.67, 0.67]×"]

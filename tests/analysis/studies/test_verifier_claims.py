@@ -65,7 +65,11 @@ def test_bootstrap_interval_and_verdicts():
     effects = [0.01 * (i % 5 - 2) for i in range(50)]  # mean 0, spread ±0.02
     mean, low, high = bootstrap_interval(effects)
     assert mean == pytest.approx(0.0, abs=1e-15) and low < 0 < high
-    assert high - low == pytest.approx(2 * 1.96 * 0.01414 / 50**0.5, rel=0.15)
+    # exact percentiles where the bootstrap law is discrete: the means of 4 draws from [0, 0, 0, 1] are
+    # k/4 with k ~ Binomial(4, 1/4): P(k = 0) = 0.32 > 2.5 %, so the low end is 0; P(k ≥ 3) = 0.051 > 2.5 %
+    # > P(k = 4) = 0.004, so the high end is 3/4 (an interval read at the wrong percentile gives 1 or 1/4)
+    assert bootstrap_interval([0.0, 0.0, 0.0, 1.0]) == (0.25, 0.0, 0.75)
+    assert bootstrap_interval([0.0, 1.0]) == (0.5, 0.0, 1.0)
     assert verdict(0.05, 0.01, 0.09, 20) == "reproduced"
     assert verdict(-0.05, -0.09, -0.01, 20) == "refuted"
     # half-width 0.04 around 0.02: 20 · (0.04 / 0.02)² = 80 prompts would make the half-width the effect
