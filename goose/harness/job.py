@@ -252,7 +252,6 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
             progress=False if _parallel_launcher() else None,
             plan=plan,
             allow_mixed_code=run.allow_mixed_code,
-            batch_state=run.batch_state,
         )
     except MixedCodeError as exc:  # refused before any prompt ran: the file holds rows of other code
         raise UserError(str(exc)) from None

@@ -18,28 +18,12 @@ import pandas as pd
 
 from analysis.load import Results
 from analysis.report import Output, Skip, cli, save_figure, write_table
+from analysis.studies.batching.goodput import goodput_table
 from analysis.studies.batching.replay import grid_surface, interpolate, replay, rows_surface, traces_of
+from analysis.studies.batching.table_style import method_rank, spread
 from goose.records.results import read_rows
 
 DESCRIPTION = __doc__.splitlines()[0]
-METHOD_ORDER = (
-    "ar",
-    "pld",
-    "suffix_auto",
-    "suffix_global_auto",
-    "suffix_global_auto_shared",
-    "tr_auto",
-    "tr_auto_shared",
-    "goose_auto",
-    "goose_auto_batch",
-    "hw_tree_auto",
-    "hw_tree_auto_batch",
-)
-
-
-def method_rank(method: str) -> tuple[int, str]:
-    """The order methods are listed in: METHOD_ORDER's first, then the rest by name."""
-    return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
 
 
 def batching_rows(folder: Path) -> pd.DataFrame:
@@ -48,10 +32,6 @@ def batching_rows(folder: Path) -> pd.DataFrame:
     if not df.empty:
         df["run"] = df["run"].fillna("main") if "run" in df.columns else "main"
     return df
-
-
-def spread(values: list[float], fmt: str = "{:.2f}") -> str:
-    return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}, {fmt.format(max(values))}]"
 
 
 def ratios(g: pd.DataFrame, ar: pd.DataFrame) -> list[float]:
@@ -107,66 +87,6 @@ def table(df: pd.DataFrame) -> tuple[list[list[str]], dict[tuple[str, str], dict
     return rows, curves
 
 
-# Goodput's TPOT targets, as multiples of batch-1 AR's median TPOT of the same model and dtype (its own speed):
-# a request meets the target when its time per output token after the first is at most target.
-GOODPUT_TARGETS = (1.5, 2.0)
-
-
-def goodput_table(df: pd.DataFrame) -> list[list[str]]:
-    """Per (model, dtype, run, method, concurrency) and TPOT target: the requests meeting the target (over every
-    repeat) and goodput, requests meeting it per second of the round, median [min, max] over repeats and over
-    AR's at the same concurrency and target (per repeat, as `ratios`). The target is GOODPUT_TARGETS × batch-1
-    AR's median request TPOT of the model and dtype (over the main run's repeats)."""
-    out = []
-    if "tpot_s" not in df.columns:
-        return out
-    for (model, dtype), d in df.groupby(["model", "dtype"], sort=True):
-        base = d[(d["method"] == "ar") & (d["concurrency"] == 1)]
-        base_tpots = [t for ts in base["tpot_s"] if isinstance(ts, list) for t in ts]
-        if not base_tpots:
-            continue
-        ar_tpot = statistics.median(base_tpots)
-        for run, r in d.groupby("run", sort=True):
-            for method in sorted(r["method"].unique(), key=method_rank):
-                for c in sorted(r["concurrency"].unique()):
-                    g = r[(r["method"] == method) & (r["concurrency"] == c)]
-                    ar = r[(r["method"] == "ar") & (r["concurrency"] == c)]
-                    if g.empty or ar.empty:
-                        continue
-                    for k in GOODPUT_TARGETS:
-                        target = k * ar_tpot
-                        rates = goodputs(g, target)
-                        ar_rates = dict(zip(ar["repeat"], goodputs(ar, target), strict=True))
-                        rel = [
-                            x / ar_rates[rep]
-                            for rep, x in zip(g["repeat"], rates, strict=True)
-                            if ar_rates.get(rep)
-                        ]
-                        met = sum(sum(t <= target for t in ts) for ts in g["tpot_s"])
-                        total = sum(len(ts) for ts in g["tpot_s"])
-                        out.append(
-                            [
-                                model,
-                                dtype,
-                                run,
-                                method,
-                                str(int(c)),
-                                f"{k:g}× AR ({1e3 * target:.1f})",
-                                f"{met}/{total}",
-                                spread(rates),
-                                spread(rel) + "×" if rel else "—",
-                            ]
-                        )
-    return out
-
-
-def goodputs(g: pd.DataFrame, target: float) -> list[float]:
-    """Per row (one round): requests whose TPOT is at most `target`, per second of the round's wall time."""
-    return [
-        sum(t <= target for t in ts) / wall for ts, wall in zip(g["tpot_s"], g["wall_time_s"], strict=True)
-    ]
-
-
 def stops_paying(curves: dict[tuple[str, str], dict[int, float]]) -> list[str]:
     """Per (model dtype, method): the lowest concurrency at which the median ratio falls below 1."""
     notes = []
@@ -206,12 +126,13 @@ GPU_SHAPE = "vicuna-7b"  # the GPU record's 7B shape (random weights: timing onl
 def measured_rate(
     df: pd.DataFrame, model: str, dtype: str, method: str, c: int, run: str
 ) -> tuple[float, str]:
-    """Median tokens/s of (method, c) in `run`'s rows, else in any run's; ("nan", "") if none."""
+    """Median tokens/s of (method, c) in `run`'s rows, else in run "main"'s, else in any run's; ("nan", "") if
+    none."""
     g = df[
         (df["model"] == model) & (df["dtype"] == dtype) & (df["method"] == method) & (df["concurrency"] == c)
     ]
-    same = g[g["run"] == run]
-    use = same if not same.empty else g
+    same, main = g[g["run"] == run], g[g["run"] == "main"]
+    use = same if not same.empty else main if not main.empty else g
     if use.empty:
         return float("nan"), ""
     return statistics.median(use["tokens_per_s"]), str(use["run"].iloc[0])

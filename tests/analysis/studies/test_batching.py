@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from analysis.studies.batching.goodput import goodput_table
 from analysis.studies.batching.replay import Trace, grid_surface, replay, rows_surface
-from analysis.studies.batching.throughput import divergences, goodput_table, stops_paying, table
+from analysis.studies.batching.throughput import divergences, stops_paying, table
 
 A = Trace(1.0, ((2, 2, 0.0), (2, 1, 100.0)))  # 1 + 3 tokens
 B = Trace(1.0, ((1, 1, 0.0),))  # 1 + 1 tokens
