@@ -38,19 +38,23 @@ from goose.harness.verdicts import lossless_fields
 from goose.records.code_state import check_one_code_state
 from goose.records.results import append_row, read_rows
 
+SHARED = "+shared"
+
+
+def base_contender(name: str) -> str:
+    """The method and its :auto without the budget policy (@batch) or the batch state (+shared) suffix."""
+    return name.removesuffix(SHARED).partition("@")[0]
+
 
 def contender_factory(name: str, model: str, engine) -> Any:
     """`method`, `method:auto` (budget=auto: each request's tree sized alone on the batch-1 cost curve) or
     `method:auto@batch` (then every tree cut to the batch's common cap, goose.engine.batch.budget); a
     `+shared` suffix shares the run-long drafter state across the batch (`batch_state`)."""
-    method, _, auto = name.removesuffix(SHARED).partition("@")[0].partition(":")
+    method, _, auto = base_contender(name).partition(":")
     make = method_factory(method, model=model)
     if auto == "auto" and method != "ar":
         return auto_budget_factory(make, engine)
     return lambda: Speculator.of(make())
-
-
-SHARED = "+shared"
 
 
 def row_method(name: str) -> str:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import experiments.bench
+from experiments import batching
 from experiments.bench.contenders import check_contenders, contender_names
 from goose.engine.core.sampling import SamplingParams
 from goose.harness.compose import UserError
@@ -209,18 +210,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.overrides = read_method_overrides(args.method_overrides)
         checked = args.contenders
         if not batch_1:  # suffixes there name the budget policy (@batch) and the batch state (+shared)
-            plain = [n.removesuffix("+shared") for n in args.contenders]
             bad = [
                 n
-                for n, p in zip(args.contenders, plain, strict=True)
-                if p.partition("@")[2] not in ("", "batch")
+                for n in args.contenders
+                if n.removesuffix(batching.SHARED).partition("@")[2] not in ("", "batch")
             ]
             if bad:
                 raise ValueError(
                     f"--concurrency {args.concurrency}: {', '.join(bad)}: the batched protocol takes no "
                     "verifier; '@batch' names its batch-level budget policy, '+shared' its shared drafter state"
                 )
-            checked = [p.partition("@")[0] for p in plain]
+            checked = [batching.base_contender(n) for n in args.contenders]
         check_contenders(checked, args.sampling, args.overrides, model=args.model)
     except (ValueError, UserError) as exc:
         ap.error(str(exc))
