@@ -32,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-each test-all lint figures bench bench-spec heldout bench-sampling bench-verifiers verifier-claims batching delayed-grid calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
+.PHONY: install assets test test-each test-all lint figures bench bench-spec heldout bench-sampling bench-verifiers verifier-claims batching delayed-grid selector calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -175,6 +175,23 @@ delayed-grid:  ## grid search of the delayed tree's (K, L1, L2) per model and te
 		$(PYTHON) -m experiments.delayed_grid --threads $(THREADS) --model $(VERIFIER_MODEL) $(DELAYED_GRID_ARGS) \
 			--data-dir $(DATA_DIR) --temperature $$t --out results/studies/delayed_shape/$(VERIFIER_MODEL)_T$$t || exit 1; \
 	done
+
+# make selector: stand_select's trained selector (arXiv 2602.16994 §5) for one model and verifier: roots logged
+# at each temperature on prompts past the verifier studies' (experiments/selector/data.py; resumable), into
+# results/studies/selector/roots/, then the network, trained across the temperatures and split by prompt, into
+# goose/data/selectors/<model>-<verifier>.json (`method=stand_select method.drafter.selector=<that name>`).
+SELECTOR_VERIFIER ?= rrs
+SELECTOR_ARGS ?= --benches humaneval,gsm8k,mtbench --skip 20 --limit 10 --max-new-tokens 128 --every 4
+SELECTOR_ROOTS = $(foreach t,$(VERIFIER_TEMPERATURES),results/studies/selector/roots/$(VERIFIER_MODEL)-$(SELECTOR_VERIFIER)-T$(t).jsonl)
+
+selector:  ## stand_select's trained selector: roots with every action's exact value, then the network
+	for t in $(VERIFIER_TEMPERATURES); do \
+		$(PYTHON) -m experiments.selector.data --threads $(THREADS) --model $(VERIFIER_MODEL) $(SELECTOR_ARGS) \
+			--data-dir $(DATA_DIR) --temperature $$t --verifier $(SELECTOR_VERIFIER) \
+			--out results/studies/selector/roots/$(VERIFIER_MODEL)-$(SELECTOR_VERIFIER)-T$$t.jsonl || exit 1; \
+	done
+	$(PYTHON) -m experiments.selector.train --data $(SELECTOR_ROOTS) \
+		--out goose/data/selectors/$(VERIFIER_MODEL)-$(SELECTOR_VERIFIER).json
 
 # make calibrate-priors: the acceptance priors a fresh process's estimates start from (budget=auto's size rule,
 # OPT-Tree, hw_tree; goose/engine/core/acceptance_prior.py), from the budget=auto drafters, greedy, on prompts

@@ -1,8 +1,8 @@
 """budget=auto's gate (goose.engine.budget.draft_gate): when a step drafts at all, and what skipping costs.
 
-- The gate's decisions on hand-fed steps, exact: G · c_ar ≥ C with decayed sums, skips of 1, 2, 4, ...
-  max_skip while probes fail, back to drafting when one pays; c_ar from measured AR steps, else t(1) times
-  the run's measured / calibrated ratio.
+- The gate's decisions on hand-fed steps, exact: G · c_ar ≥ C over a slow window started at break-even,
+  probes counted in it; a step that pays on its own keeps drafting; skips of 1, 2, 4, ... max_skip while
+  probes fail; c_ar from measured AR steps, else t(1) times the run's measured / calibrated ratio.
 - The tree's bookkeeping o, exact, and the size rule it changes.
 - The decode loop: a skipped step calls neither `propose` nor `observe`, verifies the anchor alone, and
   tells the drafter through `observe_plain`; every method's output under random skips is AR's; drafters that log
@@ -50,20 +50,29 @@ def run_gate(gate: DraftGate, steps: list[StepCost | None]) -> list[bool]:
     return decisions
 
 
-def test_drafting_continues_while_the_decayed_tokens_per_second_beat_an_ar_step():
-    gate = DraftGate(t1=1.0, config=DraftGateConfig(decay=0.5))
+def test_drafting_continues_while_the_windows_tokens_per_second_beat_an_ar_step():
+    gate = DraftGate(t1=1.0, config=DraftGateConfig(window=0.5, prior_steps=0.0))
     assert run_gate(gate, [drafted(3, 1.5), drafted(1, 1.2)]) == [True, True]
-    assert gate.gain == 2.5 and gate.cost == pytest.approx(1.95, abs=1e-12)  # 3 * .5 + 1, 1.5 * .5 + 1.2
-    assert gate.ar_seconds() == 1.0 and gate.skip_left == 0  # 2.5 * 1.0 >= 1.95: keep drafting
+    # the second step failed on its own (1 token < 1.2 s) but the window pays: G = 2.5 >= C = 1.95
+    assert gate.gain == 2.5 and gate.cost == pytest.approx(1.95, abs=1e-12)
+    assert gate.ar_seconds() == 1.0 and (gate.skip_left, gate.skip_len) == (0, 0)
     gate.drafts()
-    gate.observe(drafted(1, 1.3))  # G = 2.25 < C = 2.275: the next step is a plain AR step
+    gate.observe(drafted(1, 1.3))  # failed, and G = 2.25 < C = 2.275: the next step is a plain AR step
     assert gate.gain == 2.25 and gate.cost == pytest.approx(2.275, abs=1e-12)
     assert (gate.skip_left, gate.skip_len) == (1, 1)
     assert gate.drafts() is False and gate.drafts() is True and gate.probing
 
 
+def test_a_step_that_pays_on_its_own_keeps_drafting_inside_a_losing_window():
+    gate = DraftGate(t1=1.0, config=DraftGateConfig(window=0.5, prior_steps=0.0))
+    assert run_gate(gate, [drafted(1, 4.0), None, drafted(2, 1.5)]) == [True, False, True]
+    assert gate.gain == 2.5 and gate.cost == pytest.approx(3.5, abs=1e-12)  # the window still loses
+    assert (gate.skip_left, gate.skip_len) == (0, 0) and gate.stats["gate_probes_paid"] == 1
+    assert gate.drafts() and not gate.probing  # a burst may be starting: drafting, not probing
+
+
 def test_failed_probes_double_the_skip_up_to_max_skip_and_a_paying_probe_returns_to_drafting():
-    gate = DraftGate(t1=1.0, config=DraftGateConfig(decay=0.5, max_skip=4))
+    gate = DraftGate(t1=1.0, config=DraftGateConfig(window=0.5, prior_steps=0.0, max_skip=4))
     gate.observe(skipped(1.0))  # c_ar = 1.0 s, measured
     fail = drafted(1, 1.2)
     # 1 failing step -> skip 1, probe fails -> skip 2, -> 4, -> 4 (max_skip), then a paying probe
@@ -71,21 +80,23 @@ def test_failed_probes_double_the_skip_up_to_max_skip_and_a_paying_probe_returns
     decisions = run_gate(gate, plan)
     assert decisions == [True, False, True, False, False, True, *[False] * 4, True, *[False] * 4, True, True]
     assert gate.stats == {"gate_skipped": 11, "gate_probes": 4, "gate_probes_paid": 1}
-    # the paying probe restarted the sums: G = 2 * 0.5 + 1, C = 1.5 * 0.5 + 1.2 -> 2 * c_ar >= 1.95 pays
-    assert gate.gain == 2.0 and gate.cost == pytest.approx(1.95, abs=1e-12) and gate.skip_left == 0
+    # the probes count into the window: G = 1.875 * .5 + 2 = 2.9375, C = 2.25 * .5 + 1.5 = 2.625 after the
+    # paying probe; the last step fails and leaves G = 2.46875 < C = 2.5125: a skip of 1 (not a probe)
+    assert gate.gain == 2.46875 and gate.cost == pytest.approx(2.5125, abs=1e-12)
+    assert (gate.skip_left, gate.skip_len) == (1, 1)
 
 
-def test_a_prompt_starts_drafting_and_keeps_c_ar():
-    gate = DraftGate(t1=1.0, config=DraftGateConfig(decay=0.5, max_skip=4))
-    run_gate(gate, [drafted(1, 3.0), None])
+def test_the_run_starts_at_break_even_and_a_prompt_starts_drafting_with_the_window_kept():
+    gate = DraftGate(t1=1.0, config=DraftGateConfig(window=0.5, prior_steps=2.0, max_skip=4))
+    assert (gate.gain, gate.cost) == (2.0, 2.0)  # 2 break-even steps: one token each at t(1)
+    run_gate(gate, [drafted(1, 3.0), None])  # G = 2, C = 4: a skip, measured at 1 s
+    gate.observe(skipped(0.5))
     assert gate.skip_left == 0 and gate.skip_len == 1
     gate.begin()
     assert gate.skip_len == 0 and gate.drafts() and not gate.probing
-    assert gate.ar_seconds() == 1.0 and gate.stats == {
-        "gate_skipped": 0,
-        "gate_probes": 0,
-        "gate_probes_paid": 0,
-    }
+    assert gate.ar_seconds() == pytest.approx((1.0 * 0.8 + 0.5) / 1.8, abs=1e-12)
+    assert (gate.gain, gate.cost) == (2.0, 4.0)  # the window goes on across prompts
+    assert gate.stats == {"gate_skipped": 0, "gate_probes": 0, "gate_probes_paid": 0}
 
 
 def test_c_ar_comes_from_ar_steps_else_t1_times_the_measured_ratio():
@@ -104,6 +115,10 @@ def test_the_gate_config_names_the_field_and_range():
         DraftGateConfig(decay=1.5)
     with pytest.raises(ValueError, match=r"budget_gate_decay = 0.0"):
         DraftGateConfig(decay=0.0)
+    with pytest.raises(ValueError, match=r"budget_gate_window = 0.0"):
+        DraftGateConfig(window=0.0)
+    with pytest.raises(ValueError, match=r"budget_gate_prior_steps = -1.0"):
+        DraftGateConfig(prior_steps=-1.0)
     with pytest.raises(ValueError, match=r"budget_gate_max_skip = 0: must be an integer in \[1, 4096\]"):
         DraftGateConfig(max_skip=0)
     with pytest.raises(ValueError, match="t1"):
@@ -202,7 +217,8 @@ def test_a_skipped_step_verifies_the_anchor_and_tells_the_drafter(engine):
 
 def test_the_gate_stops_drafting_when_drafts_fail(engine):
     """A drafter whose chains are never accepted and cost 5 ms to draft: 39 steps (40 tokens) draft at steps
-    0, 2, 5, 10, 19 and 36 (skips of 1, 2, 4, 8, 16 after failed probes) and are plain AR steps otherwise."""
+    0, 2, 5, 10, 19, 28 and 37 (skips of 1, 2, 4, 8, 8, 8 after failed probes: max_skip 8) and are plain AR
+    steps otherwise."""
     prompt = list(range(5, 15))
     assert VOCAB - 1 not in generate(engine, ARDrafter(), prompt, 40).output_ids  # the chains always fail
     table = LatencyTable(sizes=[1, 128], seconds=[1e-3, 1e-3])  # flat: the size rule keeps the whole chain
@@ -215,8 +231,8 @@ def test_the_gate_stops_drafting_when_drafts_fail(engine):
         runs[gate is not None] = (drafter.calls, {k: v for k, v in gen.drafter_stats.items() if "gate" in k})
     assert runs[False] == ({"propose": 39, "observe": 39, "skip": 0}, {})
     assert runs[True] == (
-        {"propose": 6, "observe": 6, "skip": 33},
-        {"gate_skipped": 33, "gate_probes": 5, "gate_probes_paid": 0},
+        {"propose": 7, "observe": 7, "skip": 32},
+        {"gate_skipped": 32, "gate_probes": 6, "gate_probes_paid": 0},
     )
 
 
@@ -262,7 +278,11 @@ def test_the_run_config_switches_reach_the_sizer():
     assert sizer.gate is None and all(sizer.drafts() for _ in range(5))
     assert "auto_gate_decay" not in sizer.config() and "auto_price_bookkeeping" not in sizer.config()
     on = AutoBudget(LINEAR, settings=on)
-    assert on.config()["auto_gate_max_skip"] == 16 and on.config()["auto_price_bookkeeping"] is True
+    assert (
+        on.config()["auto_gate_max_skip"] == 8
+        and on.config()["auto_gate_window"] == 0.95
+        and on.config()["auto_price_bookkeeping"] is True
+    )
 
 
 def test_the_gate_and_bookkeeping_are_checkpointed_with_the_sizer():

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +145,7 @@ class AutoBudget(TreeSizer):
             "auto_decay": self.acceptance.decay,
             **({"auto_in_run_cost": True} if self.in_run_cost is not None else {}),
             **(
-                {"auto_gate_decay": self.gate.config.decay, "auto_gate_max_skip": self.gate.config.max_skip}
+                {f"auto_gate_{k}": v for k, v in asdict(self.gate.config).items()}
                 if self.gate is not None
                 else {}
             ),

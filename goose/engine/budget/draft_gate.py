@@ -2,17 +2,19 @@
 
 A drafted step costs everything it does beyond AR's step: the drafting, a wider verification forward, the
 walk, the drafter's and the sizer's bookkeeping. Its gain is the tokens it commits. The gate keeps, over the
-drafted steps, decayed sums of tokens committed G and of wall seconds C (the whole step, as the decode loop
-measured it), and c_ar, the seconds of an AR step: the decayed mean over the steps it skipped (whole step)
-and over drafted steps that verified the anchor alone (their verification only); until one is measured, the
-calibrated t(1) times the run's measured / calibrated ratio of verification seconds. Drafting pays while
-G / C ≥ 1 / c_ar, i.e. G · c_ar ≥ C.
+drafted steps (probes included), sums of tokens committed G and of wall seconds C (the whole step, as the
+decode loop measured it) that forget slowly (`window`, ~1 / (1 - window) steps: acceptance comes in bursts,
+and a short memory stops drafting inside them), started at `prior_steps` break-even steps and kept across
+the run's prompts; and c_ar, the
+seconds of an AR step: the decayed mean over the steps it skipped (whole step) and over drafted steps that
+verified the anchor alone (their verification only); until one is measured, the calibrated t(1) times the
+run's measured / calibrated ratio of verification seconds. Drafting pays while G · c_ar ≥ C.
 
-When it does not pay, the next k steps are plain AR steps: no `propose`, no `observe` (the drafter hears of
-them through `Drafter.observe_plain`); then one probe, a drafted step. A probe that pays on its own (its tokens ·
-c_ar ≥ its seconds) returns to drafting, the sums restarted from it; one that does not doubles k, up to
-`max_skip`. A prompt starts drafting (its context is new). Where drafts keep failing, trying costs one
-probe per max_skip + 1 steps.
+A drafted step that neither pays on its own (tokens · c_ar < seconds) nor leaves G · c_ar ≥ C is followed by
+k plain AR steps: no `propose`, no `observe` (the drafter hears of them through `Drafter.observe_plain`);
+then one probe, a drafted step judged the same way. k is 1 after a step that paid (a burst may be
+starting or ending), doubled after each failed probe up to `max_skip`. A prompt starts drafting (its context
+is new). Where drafts keep failing, trying costs one probe per max_skip + 1 steps.
 """
 
 from __future__ import annotations
@@ -31,15 +33,26 @@ def decayed_add(pair: list[float], value: float, decay: float, weight: float = 1
 
 @dataclass(frozen=True)
 class DraftGateConfig:
-    """The gate's settings: `decay` of G, C and c_ar per step observed, skips of 1, 2, 4, ... `max_skip` steps."""
+    """The gate's settings: `decay` of c_ar and of the measured / calibrated forward ratio per step observed;
+    `window`, the per-step forgetting of G and C; `prior_steps`, the break-even steps G and C start the run
+    with; skips of 1, 2, 4, ... `max_skip` steps."""
 
     decay: float = 0.8
-    max_skip: int = 16
+    window: float = 0.95
+    prior_steps: float = 4.0
+    max_skip: int = 8
 
     def __post_init__(self) -> None:
-        check_float("budget_gate_decay", self.decay, 0.0, 1.0, why="the gate's per-step forgetting")
-        if self.decay == 0.0:
-            raise ValueError("budget_gate_decay = 0.0: must be in (0, 1] (the gate's per-step forgetting)")
+        for name, value, why in (
+            ("budget_gate_decay", self.decay, "the per-step forgetting of an AR step's seconds"),
+            ("budget_gate_window", self.window, "the per-step forgetting of the drafted steps' G and C"),
+        ):
+            check_float(name, value, 0.0, 1.0, why=why)
+            if value == 0.0:
+                raise ValueError(f"{name} = 0.0: must be in (0, 1] ({why})")
+        check_float(
+            "budget_gate_prior_steps", self.prior_steps, 0.0, 1e6, why="break-even steps G and C start with"
+        )
         check_int(
             "budget_gate_max_skip", self.max_skip, 1, 4096, why="the longest run of AR steps between probes"
         )
@@ -68,8 +81,8 @@ class DraftGate:
         self.t1 = t1
         self._ar = [0.0, 0.0]  # decayed seconds and count of measured AR steps
         self._ratio = [0.0, 0.0]  # decayed measured and calibrated verification seconds
-        self.gain = 0.0  # G
-        self.cost = 0.0  # C
+        self.gain = self.config.prior_steps  # G: the run starts at `prior_steps` break-even steps,
+        self.cost = self.config.prior_steps * t1  # C: one token each at t(1)
         self.skip_left = 0  # AR steps before the next probe
         self.skip_len = 0  # k, the length of the last skip (0: drafting)
         self.probing = False  # the step under way is a probe
@@ -77,8 +90,8 @@ class DraftGate:
         self.begin()
 
     def begin(self) -> None:
-        """A prompt starts: draft from its first step (its context is new); c_ar is kept."""
-        self.gain = self.cost = 0.0
+        """A prompt starts: draft from its first step (its context is new); the window G, C and c_ar go on
+        (how drafting paid on the run's last prompts is the best guess for this one)."""
         self.skip_left = self.skip_len = 0
         self.probing = False
         self.stats = {"gate_skipped": 0, "gate_probes": 0, "gate_probes_paid": 0}
@@ -100,7 +113,7 @@ class DraftGate:
         return True
 
     def observe(self, step: StepCost) -> None:
-        """A step ended: learn c_ar and the forward ratio, G and C from drafted steps; decide what follows."""
+        """A step ended: learn c_ar and the forward ratio; G and C from drafted steps; decide what follows."""
         decayed_add(self._ratio, step.verify_seconds, self.config.decay, step.predicted_verify)
         if not step.drafted:
             decayed_add(self._ar, step.seconds, self.config.decay)
@@ -108,18 +121,16 @@ class DraftGate:
         if step.nodes == 1:
             decayed_add(self._ar, step.verify_seconds, self.config.decay)
         c_ar = self.ar_seconds()
-        if self.probing:
-            self.probing = False
-            if step.tokens * c_ar >= step.seconds:
-                self.stats["gate_probes_paid"] += 1
-                self.gain, self.cost, self.skip_len = float(step.tokens), step.seconds, 0
-            else:
-                self.skip_len = self.skip_left = min(2 * self.skip_len, self.config.max_skip)
-            return
-        self.gain = self.gain * self.config.decay + step.tokens
-        self.cost = self.cost * self.config.decay + step.seconds
-        if self.gain * c_ar < self.cost:
-            self.skip_len = self.skip_left = 1
+        self.gain = self.gain * self.config.window + step.tokens
+        self.cost = self.cost * self.config.window + step.seconds
+        paid = step.tokens * c_ar >= step.seconds
+        probe, self.probing = self.probing, False
+        self.stats["gate_probes_paid"] += int(probe and paid)
+        if paid or self.gain * c_ar >= self.cost:
+            self.skip_len = 0  # drafting
+        else:
+            self.skip_len = min(2 * self.skip_len, self.config.max_skip) if probe else 1
+            self.skip_left = self.skip_len
 
 
 class TreeBookkeeping:

@@ -356,6 +356,15 @@ class VerificationEngine:
                 f"verification step {self.steps}", [i for i, ok in enumerate(flags) if not ok]
             )
 
+    def score(self, tree: DraftTree) -> VerifyOutcome:
+        """Verify `tree` and roll back: the target's verdict on a draft that is not the step's (a selector's
+        training data, experiments.selector_data); cache, step count and last forward time as before."""
+        p, steps, last = self.prefix_len, self.steps, self.last_forward_s
+        outcome = self.verify(tree, budget=1 << 30)
+        self.truncate(p)
+        self.steps, self.last_forward_s = steps, last
+        return outcome
+
     def truncate(self, prefix_len: int) -> None:
         """Roll the sequence back to its first `prefix_len` cached tokens (used by calibration)."""
         if self.cache is None or not 0 <= prefix_len <= self.prefix_len:

@@ -88,3 +88,30 @@ def chain_nodes(tree: SampledTree) -> list[int]:
     while tree.children[nodes[-1]]:
         nodes.append(tree.children[nodes[-1]][0])
     return nodes
+
+
+def restrict_paths(tree: SampledTree, k: int, length: int) -> SampledTree:
+    """The tree of a smaller draft of the same shape inside `tree`: its trunk, then the first `k` of its i.i.d.
+    paths, each cut to its first `length` draws (a (K, L1, L2)-delayed tree gives the (k, L1, length) one for
+    k ≤ K, length ≤ L2; arXiv 2602.16994 Def. 5.2). The first k of K i.i.d. paths are k i.i.d. paths and a
+    path's first draws are a shorter path, so a verifier's exact law on the result is its law on a draft of
+    that shape; each node keeps its q and p, a node left without children its proposal dropped (no draw
+    was made at it). Needs the paths (ValueError without them)."""
+    if tree.paths is None:
+        raise ValueError("restrict_paths needs a draft of i.i.d. paths (DraftTree.paths)")
+    branch = tree.branch_point()
+    keep = set(tree.path_to(branch)) if branch is not None else set(range(len(tree.tokens)))
+    paths = [tuple(path[:length]) for path in tree.paths[:k]]
+    for path in paths:
+        keep.update(path)
+    order = sorted(keep)  # parents come before their children
+    index = {old: new for new, old in enumerate(order)}
+    children = [[index[c] for c in tree.children[u] if c in keep] for u in order]
+    return SampledTree(
+        tokens=[tree.tokens[u] for u in order],
+        parents=[index[tree.parents[u]] if u > 0 else -1 for u in order],
+        children=children,
+        proposals=[tree.proposals[u] if kids else None for u, kids in zip(order, children, strict=True)],
+        target=[tree.target[u] for u in order],
+        paths=[tuple(index[n] for n in path) for path in paths],
+    )
