@@ -6,7 +6,8 @@ standardised on the training roots, a two-layer network (GELU, `--hidden` units,
 fitted by Adam to every action's exact E[accepted] (mean squared error, full batch, `--epochs`), seeded.
 Reported on the held-out roots: the error, and the decision the drafter would make, the action of the best
 (1 + Ê) / t(nodes) (t from `--latency`, a budget_latency.json; without it per step), against the best
-action in hindsight and against the static default (K, L1, L2) = `--default`:
+action in hindsight, the static default (K, L1, L2) = `--default` and the best static action on the
+training roots:
 
     python -m experiments.selector.train --out goose/data/selectors/smollm2-135m-rrs.json --data \
         results/studies/selector/roots/smollm2-135m-rrs-T0.6.jsonl results/studies/selector/roots/smollm2-135m-rrs-T1.0.jsonl
@@ -83,10 +84,11 @@ def fit(
 
 
 def decision_report(
-    model: TrainedSelector, x: np.ndarray, y: np.ndarray, cost: np.ndarray, default: int
+    model: TrainedSelector, x: np.ndarray, y: np.ndarray, cost: np.ndarray, default: int, static: int
 ) -> dict[str, float]:
-    """Mean over roots of the rate (1 + E) / t of the selector's choice, of the best action in hindsight and
-    of the default; the selector's share of the hindsight best's rate."""
+    """Mean over roots of the rate (1 + E) / t of the selector's choice, of the best action in hindsight, of
+    the default and of the best static action (`static`: the best mean rate on the training roots); the
+    selector's rate over the default's and over the best static's."""
     pred = np.stack([model.predict(row) for row in x])
     rate = (1.0 + y) / cost
     chosen = np.argmax((1.0 + np.maximum(pred, 0.0)) / cost, axis=1)
@@ -97,7 +99,9 @@ def decision_report(
         "rate_selector": float(picked.mean()),
         "rate_hindsight_best": float(rate.max(axis=1).mean()),
         "rate_default": float(rate[:, default].mean()),
+        "rate_best_static": float(rate[:, static].mean()),
         "selector_over_default": float(picked.mean() / rate[:, default].mean()),
+        "selector_over_best_static": float(picked.mean() / rate[:, static].mean()),
     }
 
 
@@ -134,9 +138,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     latency = LatencyTable.load(args.latency) if args.latency else None
     cost = np.asarray([latency(a.nodes) if latency else 1.0 for a in actions])
     default = actions.index(Action.parse(args.default))
+    static = int(np.argmax(((1.0 + arrays(train, actions)[1]) / cost).mean(axis=0)))
     report = {
-        "train": decision_report(model, *arrays(train, actions), cost, default),
-        "heldout": decision_report(model, *arrays(test, actions), cost, default),
+        "best_static": actions[static].label(),
+        "train": decision_report(model, *arrays(train, actions), cost, default, static),
+        "heldout": decision_report(model, *arrays(test, actions), cost, default, static),
     }
     settings = {k: rows[0][k] for k in ("model", "dtype", "temperature", "top_p", "verifier")}
     provenance = {
