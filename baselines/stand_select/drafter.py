@@ -19,7 +19,7 @@ import torch
 from baselines.stand import StandConfig, StandDrafter
 from baselines.stand_select.actions import Action, action_grid, action_values, contained
 from baselines.stand_select.features import LastStep, root_features
-from baselines.stand_select.model import load_selector, selector_path
+from baselines.stand_select.model import load_selector
 from baselines.stand_select.selector import OnlineSelector, TrainedSelector, choose
 from goose.engine.core.drafter import VerifyOutcome
 from goose.engine.core.tree import DraftTree
@@ -53,9 +53,7 @@ class StandSelectConfig(StandConfig):
             raise ValueError(
                 f"{owner}.shape = {self.shape!r}: the selector chooses delayed trees (shape delayed)"
             )
-        check_str(f"{owner}.selector", self.selector)
-        if self.selector != ONLINE:
-            selector_path(self.selector)  # a file or a shipped name, else the error lists them
+        check_str(f"{owner}.selector", self.selector)  # a trained one is found when the drafter is built
         check_int(f"{owner}.max_paths", self.max_paths, low=1, why="the grid's largest K")
         check_int(f"{owner}.max_trunk", self.max_trunk, low=0, why="the grid's largest L1")
         check_int(f"{owner}.max_path_len", self.max_path_len, low=1, why="the grid's largest L2")

@@ -21,6 +21,7 @@ import pytest
 from baselines.stand_select.actions import Action, action_grid, action_values, contained
 from baselines.stand_select.features import FEATURE_NAMES, LastStep, root_features
 from baselines.stand_select.model import load_selector, selector_record
+from baselines.stand_select.model import selector_path as selector_path_of
 from baselines.stand_select.selector import OnlineSelector, TrainedSelector, choose
 from goose.engine.core.verify.expected import applicable, expected_accepted
 from goose.engine.core.verify.inputs import Dist
@@ -176,3 +177,17 @@ def test_action_values_on_a_verified_tree_come_from_the_restricted_trees():
     assert set(values) == {Action(1, 1, 1), Action(1, 1, 2), Action(2, 1, 1), Action(2, 1, 2)}
     assert values[big] == expected_accepted("traversal", view)
     assert values[Action(1, 1, 1)] == expected_accepted("traversal", restrict_paths(view, 1, 1))
+
+
+def test_the_shipped_selector_loads_with_its_provenance():
+    """goose/data/selectors/smollm2-135m-rrs.json (make selector): the 80 actions of the default grid, the
+    features of this code, and a held-out report on prompts it was not trained on."""
+    selector = load_selector("smollm2-135m-rrs")
+    assert selector.actions == action_grid(4, 4, 4, budget=40)
+    record = json.loads(selector_path_of("smollm2-135m-rrs").read_text())
+    provenance = record["provenance"]
+    assert provenance["model"] == "smollm2-135m" and provenance["verifier"] == "rrs"
+    assert provenance["split"]["heldout_roots"] == provenance["report"]["heldout"]["roots"] > 0
+    assert set(selector.estimates([1.0, 0.9, 1.0, 1.0, 0.5, 0.5, 2.0, 2.0, 1.0, 1.0])) == set(
+        selector.actions
+    )

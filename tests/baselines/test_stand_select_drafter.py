@@ -112,3 +112,15 @@ def test_logging_roots_leaves_the_run_unchanged(engine):
     assert logging.roots and all(set(r["values"]) == {x.label() for x in logging.grid} for r in logging.roots)
     assert all(0.0 <= v <= 5.0 for r in logging.roots for v in r["values"].values())  # L1 + L2 <= 2 + 3
     assert any(v > 0.0 for r in logging.roots for v in r["values"].values())
+
+
+def test_the_shipped_trained_selector_drives_drafting(engine):
+    """selector=smollm2-135m-rrs: no exploring steps, nothing learnt, greedy output AR's, and its choices
+    shape the drafts of a sampled run."""
+    drafter = StandSelectDrafter(**{**SMALL, "budget": 40}, selector="smollm2-135m-rrs")
+    assert "explore_every" not in drafter.config() and drafter.config()["selector"] == "smollm2-135m-rrs"
+    expected = generate(engine, ARDrafter(), PROMPT * 2, 16).output_ids
+    assert generate(engine, drafter, PROMPT * 2, 16).output_ids == expected
+    gen = generate(engine, drafter, PROMPT * 2, 24, sampling=SamplingParams(temperature=1.0), seed=0)
+    assert "explore_steps" not in gen.drafter_stats
+    assert any(k.startswith("paths_") for k in gen.drafter_stats)
