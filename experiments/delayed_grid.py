@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from experiments.bench.load import load_prompts, method_factory, model_and_engine
+from experiments.bench.load import method_factory, model_and_engine, prompts_past
 from goose.engine.core.decode import generate
 from goose.engine.core.sampling import SamplingParams, derive_seed
 from goose.harness.compose import UserError, compose_config
@@ -114,10 +114,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     loaded, engine = model_and_engine(args.model, args.dtype)
     benches = [b for b in args.benches.split(",") if b]
-    every = load_prompts(
-        loaded.tokenizer, args.model, benches, args.skip + args.limit, args.data_dir, "false"
-    )
-    prompts = [p for b in benches for p in [q for q in every if q.bench == b][args.skip :]]
+    prompts = prompts_past(loaded.tokenizer, args.model, benches, args.skip, args.limit, args.data_dir)
     if not prompts:
         raise SystemExit(f"experiments.delayed_grid: no prompt left after --skip {args.skip}")
     sampling = SamplingParams(args.temperature)

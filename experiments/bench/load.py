@@ -109,3 +109,12 @@ def check_question_categories(prompts: Sequence[Any], categories: Sequence[str])
             "but lie outside those categories' id ranges (goose.records.spec_bench.SPEC_BENCH_QUESTION_CATEGORIES); "
             "this question file is not Spec-Bench's layout"
         )
+
+
+def prompts_past(
+    tokenizer: Any, model: str, benches: list[str], skip: int, limit: int, data_dir: str | None
+) -> list[BenchPrompt]:
+    """Prompts `skip` .. `skip + limit - 1` of each benchmark, raw (no chat template): calibration and
+    training prompts past the ones an evaluation measures."""
+    every = load_prompts(tokenizer, model, benches, skip + limit, data_dir, "false")
+    return [p for b in benches for p in [q for q in every if q.bench == b][skip:]]

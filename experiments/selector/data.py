@@ -30,7 +30,7 @@ import torch
 from baselines.stand_select.actions import action_values, contained
 from baselines.stand_select.drafter import StandSelectDrafter
 from baselines.stand_select.features import root_features
-from experiments.bench.load import load_prompts, model_and_engine
+from experiments.bench.load import model_and_engine, prompts_past
 from goose.engine.core.decode import generate
 from goose.engine.core.sampling import SamplingParams, derive_seed
 from goose.engine.core.verifier import VerificationEngine
@@ -128,10 +128,7 @@ def main(argv: list[str] | None = None) -> Path:
         torch.set_num_threads(args.threads)
     loaded, engine = model_and_engine(args.model, args.dtype)
     benches = [b for b in args.benches.split(",") if b]
-    every = load_prompts(
-        loaded.tokenizer, args.model, benches, args.skip + args.limit, args.data_dir, "false"
-    )
-    prompts = [p for b in benches for p in [q for q in every if q.bench == b][args.skip :]]
+    prompts = prompts_past(loaded.tokenizer, args.model, benches, args.skip, args.limit, args.data_dir)
     sampling = SamplingParams(args.temperature, top_p=args.top_p, verifier=args.verifier)
     drafter = LoggingSelect(engine, args.every, args.verifier)
     meta = {
