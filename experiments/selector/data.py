@@ -111,7 +111,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--every", type=int, default=4, help="log a root every this many steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--out", required=True, help="a .jsonl file of roots (sealed as .jsonl.xz when the run ends)")
+    ap.add_argument(
+        "--out", required=True, help="a .jsonl file of roots (sealed as .jsonl.xz when the run ends)"
+    )
     args = ap.parse_args(argv)
     if args.temperature <= 0:
         ap.error(f"--temperature = {args.temperature}: the selector picks sampled drafts; use T > 0")
