@@ -32,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-each test-all lint figures bench bench-spec heldout bench-sampling bench-verifiers verifier-claims batching delayed-grid selector calibrate-priors cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
+.PHONY: install assets test test-each test-all lint figures bench bench-spec heldout bench-sampling bench-verifiers verifier-claims batching delayed-grid selector calibrate-priors prior-effect cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -208,6 +208,13 @@ calibrate-priors:  ## calibrated acceptance priors per model, into goose/data/pr
 		$(PYTHON) -m experiments.calibrate_priors --model $$m --dtype $(BENCH_DTYPE) --threads $(THREADS) \
 			--data-dir $(DATA_DIR) $(PRIOR_ARGS) $$(test -f $$lat && echo --latency $$lat) || exit 1; \
 	done
+
+# make prior-effect: what the calibrated priors are worth on a fresh process's first prompt (issue 56;
+# experiments/prior_effect.py): each budget=auto method from the hand prior and from the model's prior, side by
+# side with engine AR, a fresh drafter per prompt, 3 rotated rounds, into results/studies/priors/. Quiet cores.
+prior-effect:  ## calibrated priors against the hand prior on first prompts, side by side
+	$(PYTHON) -m experiments.prior_effect --model $(BENCH_MODEL) --dtype $(BENCH_DTYPE) --threads $(THREADS) \
+		--data-dir $(DATA_DIR)
 
 pack-results:  ## seal the rows under results/ into X.jsonl.xz beside X.jsonl (goose.records.seal); commit them
 	$(PYTHON) -m goose.records.seal results

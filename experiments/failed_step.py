@@ -7,7 +7,11 @@ contenders' order; engine AR is a contender): the mean whole step (draft + verif
   - drafted steps that accepted nothing (a failed draft: drafting, a wider forward, bookkeeping),
   - drafted steps that proposed nothing (an empty draft: drafting alone),
   - the gate's plain AR steps (what skipping costs),
-each as overhead over c_ar, and the run's tokens/s over AR's (median [min, max] over rounds).
+each as overhead over c_ar, and the run's tokens/s over AR's (median [min, max] over rounds). A step's cost
+grows with the context it attends to, and a method's gated or failed steps fall at other positions than
+AR's average step, so each kind is also priced against AR's own steps at the same positions (same round,
+prompt and committed length: `matched`), split into the forward and what the method adds around it
+(drafting, walk, update: `beyond_forward`, in ms over AR's at those positions).
 
     python -m experiments.failed_step --model smollm2-135m --dtype bfloat16 --out results/studies/failed_step
 """
@@ -17,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,10 +28,11 @@ from typing import Any
 import torch
 
 from experiments.bench.load import load_prompts, method_factory, model_and_engine
+from experiments.interleaved import Runs, interleaved_runs, speedup, tau
 from goose.engine.budget.auto_budget import AutoBudgetSettings, auto_budget_factory
 from goose.engine.budget.calibration import engine_latency
 from goose.engine.budget.draft_gate import DraftGateConfig
-from goose.engine.core.decode import Generation, StepRecord, generate
+from goose.engine.core.decode import Generation, StepRecord
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sizing import Speculator
 from goose.records.code_state import code_state
@@ -56,33 +60,78 @@ def contenders(model: str, engine: Any, methods: list[str]) -> dict[str, Callabl
     return out
 
 
-def summarize(runs: dict[str, list[list[Generation]]]) -> dict[str, Any]:
-    """Per contender: step kinds' mean seconds and overhead over AR's step; tokens/s over AR per round."""
+STEP_KINDS = ("failed", "empty", "skipped")
+
+
+def step_kind(step: StepRecord) -> str | None:
+    """failed (drafted, nothing accepted), empty (drafted, the anchor alone), skipped (the gate's AR step)."""
+    if not step.drafted:
+        return "skipped"
+    if step.tree_size == 1:
+        return "empty"
+    return "failed" if step.accepted_len == 0 else None
+
+
+def positioned(g: Generation) -> list[tuple[int, StepRecord]]:
+    """Each step with the number of tokens committed before it (the context past the prompt it attends to)."""
+    out, pos = [], 0
+    for s in g.steps:
+        out.append((pos, s))
+        pos += s.new_tokens
+    return out
+
+
+def matched_kinds(rounds: list[list[Generation]], ar_rounds: list[list[Generation]]) -> dict[str, Any]:
+    """Per step kind: Σ seconds over Σ AR's step seconds at the same round, prompt and position, minus 1
+    (`overhead`), and the ms the method adds beyond the forward (draft + walk + update, over AR's at those
+    positions). Steps at positions AR never reached (AR stopped earlier) are left out."""
+    sums = {
+        k: {"n": 0, "s": 0.0, "ar": 0.0, "extra": 0.0, "ar_extra": 0.0, "fwd": 0.0, "ar_fwd": 0.0}
+        for k in STEP_KINDS
+    }
+    for rnd, ar_rnd in zip(rounds, ar_rounds, strict=True):
+        for g, ar in zip(rnd, ar_rnd, strict=True):
+            for pos, s in positioned(g):
+                kind = step_kind(s)
+                if kind is None or pos >= len(ar.steps):
+                    continue
+                a, acc = ar.steps[pos], sums[kind]
+                acc["n"] += 1
+                acc["s"] += step_seconds(s)
+                acc["ar"] += step_seconds(a)
+                acc["fwd"] += s.forward_s
+                acc["ar_fwd"] += a.forward_s
+                acc["extra"] += step_seconds(s) - s.forward_s
+                acc["ar_extra"] += step_seconds(a) - a.forward_s
+    out: dict[str, Any] = {}
+    for kind, acc in sums.items():
+        n = acc["n"]
+        out[kind] = {
+            "count": n,
+            "overhead": acc["s"] / acc["ar"] - 1.0 if n else None,
+            "forward_overhead": acc["fwd"] / acc["ar_fwd"] - 1.0 if n and acc["ar_fwd"] else None,
+            "beyond_forward_ms": 1e3 * (acc["extra"] - acc["ar_extra"]) / n if n else None,
+            "ar_step_ms": 1e3 * acc["ar"] / n if n else None,
+        }
+    return out
+
+
+def summarize(runs: Runs) -> dict[str, Any]:
+    """Per contender: step kinds' mean seconds and overhead over AR's mean step and over AR's steps at the
+    same positions (`matched`); tokens/s over AR per round."""
     ar_steps = [step_seconds(s) for rnd in runs["ar"] for g in rnd for s in g.steps]
     c_ar = statistics.fmean(ar_steps)
-    rate = {
-        name: [sum(len(g.output_ids) for g in rnd) / sum(g.wall_time_s for g in rnd) for rnd in rounds]
-        for name, rounds in runs.items()
-    }
     out: dict[str, Any] = {"ar_step_ms": 1e3 * c_ar, "contenders": {}}
     for name, rounds in runs.items():
         steps = [s for rnd in rounds for g in rnd for s in g.steps]
-        kinds = {
-            "failed": [
-                step_seconds(s) for s in steps if s.drafted and s.tree_size > 1 and s.accepted_len == 0
-            ],
-            "empty": [step_seconds(s) for s in steps if s.drafted and s.tree_size == 1],
-            "skipped": [step_seconds(s) for s in steps if not s.drafted],
-        }
         entry: dict[str, Any] = {"steps": len(steps)}
-        for kind, seconds in kinds.items():
-            m = mean_or_none(seconds)
-            entry[kind] = {"count": len(seconds), "overhead": None if m is None else m / c_ar - 1.0}
-        ratios = [r / a for r, a in zip(rate[name], rate["ar"], strict=True)]
-        entry["speedup"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
-        entry["tau"] = sum(len(g.output_ids) for rnd in rounds for g in rnd) / sum(
-            g.forward_calls for rnd in rounds for g in rnd
-        )
+        for kind in STEP_KINDS:
+            m = mean_or_none([step_seconds(s) for s in steps if step_kind(s) == kind])
+            count = sum(step_kind(s) == kind for s in steps)
+            entry[kind] = {"count": count, "overhead": None if m is None else m / c_ar - 1.0}
+        entry["matched"] = matched_kinds(rounds, runs["ar"])
+        entry["speedup"] = speedup(runs, name)
+        entry["tau"] = tau(rounds)
         out["contenders"][name] = entry
     return out
 
@@ -99,15 +148,29 @@ def table(summary: dict[str, Any]) -> str:
     ]
     for name, e in summary["contenders"].items():
         s = e["speedup"]
-        cells = [
-            f"{pct(e[k]['overhead'])} ({e[k]['count']})" if e[k]["count"] else "—"
-            for k in ("failed", "empty", "skipped")
-        ]
+        cells = [f"{pct(e[k]['overhead'])} ({e[k]['count']})" if e[k]["count"] else "—" for k in STEP_KINDS]
         lines.append(
             f"| {name} | {e['tau']:.2f} | {s['median']:.3f} [{s['min']:.3f}, {s['max']:.3f}] | "
             + " | ".join(cells)
             + " |"
         )
+    lines += [
+        "",
+        "Against AR's steps at the same positions: whole-step overhead; ms beyond the forward (draft + walk +"
+        " update, over AR's)",
+        "",
+        "| contender | failed draft | empty draft | gated AR step |",
+        "|---|---|---|---|",
+    ]
+    for name, e in summary["contenders"].items():
+        m = e["matched"]
+        cells = [
+            f"{pct(m[k]['overhead'])}; {m[k]['beyond_forward_ms']:+.2f} ms ({m[k]['count']})"
+            if m[k]["count"]
+            else "—"
+            for k in STEP_KINDS
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -129,23 +192,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     loaded, engine = model_and_engine(args.model, args.dtype)
     prompts = load_prompts(loaded.tokenizer, args.model, [args.bench], args.limit, args.data_dir, "auto")
     makers = contenders(args.model, engine, args.methods.split(","))
-    names = list(makers)
-    for p in prompts[:1]:  # warm every contender's code path once, untimed
-        for make in makers.values():
-            sp = make()
-            generate(engine, sp.drafter, p.ids, 16, sizer=sp.sizer)
-    runs: dict[str, list[list[Generation]]] = {n: [] for n in names}
-    t0 = time.time()
-    for r in range(args.repeats):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        done: dict[str, list[Generation]] = {n: [] for n in names}
-        for p in prompts:
-            for n in order:
-                sp = makers[n]()  # a fresh drafter and sizer per prompt and round: a fresh process's state
-                done[n].append(generate(engine, sp.drafter, p.ids, args.max_new_tokens, sizer=sp.sizer))
-        for n in names:
-            runs[n].append(done[n])
-        print(f"round {r + 1}/{args.repeats} done ({time.time() - t0:.0f} s)", flush=True)
+    runs = interleaved_runs(engine, [p.ids for p in prompts], makers, args.repeats, args.max_new_tokens)
     summary = summarize(runs)
     summary["setup"] = {
         **vars(args),

@@ -1,0 +1,69 @@
+"""Contenders side by side in one process on the same prompts, each prompt run with a fresh drafter and sizer
+(a fresh process's state), the contenders' order rotated every round; engine AR (`ar`) is a contender and
+the reference. Shared by the step-cost and prior studies (experiments.failed_step, experiments.prior_effect).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from goose.engine.core.decode import Generation, generate
+from goose.engine.core.sizing import Speculator
+
+Runs = dict[str, list[list[Generation]]]  # contender -> rounds -> one Generation per prompt
+
+
+def interleaved_runs(
+    engine: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    makers: dict[str, Callable[[], Speculator]],
+    repeats: int,
+    max_new_tokens: int,
+    log: Callable[[str], None] = print,
+) -> Runs:
+    """Every contender of `makers` on every prompt, `repeats` rounds; round r starts the order at contender
+    r (mod their number). Each contender's code path runs once on the first prompt first, untimed."""
+    names = list(makers)
+    for make in makers.values():
+        sp = make()
+        generate(engine, sp.drafter, prompt_ids[0], 16, sizer=sp.sizer)
+    runs: Runs = {n: [] for n in names}
+    t0 = time.time()
+    for r in range(repeats):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        done: dict[str, list[Generation]] = {n: [] for n in names}
+        for ids in prompt_ids:
+            for n in order:
+                sp = makers[n]()
+                done[n].append(generate(engine, sp.drafter, ids, max_new_tokens, sizer=sp.sizer))
+        for n in names:
+            runs[n].append(done[n])
+        log(f"round {r + 1}/{repeats} done ({time.time() - t0:.0f} s)")
+    return runs
+
+
+def tokens_per_s(rounds: list[list[Generation]], keep: Callable[[int], bool] = lambda i: True) -> list[float]:
+    """Per round, Σ tokens / Σ wall seconds over the prompts whose index passes `keep`."""
+    out = []
+    for rnd in rounds:
+        gens = [g for i, g in enumerate(rnd) if keep(i)]
+        out.append(sum(len(g.output_ids) for g in gens) / sum(g.wall_time_s for g in gens))
+    return out
+
+
+def speedup(runs: Runs, name: str, keep: Callable[[int], bool] = lambda i: True) -> dict[str, float]:
+    """`name`'s tokens/s over AR's, per round (token-weighted), as median, min and max over the rounds."""
+    ratios = [
+        c / a for c, a in zip(tokens_per_s(runs[name], keep), tokens_per_s(runs["ar"], keep), strict=True)
+    ]
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+
+
+def tau(rounds: list[list[Generation]]) -> float:
+    """τ over every round and prompt: tokens per target forward."""
+    return sum(len(g.output_ids) for rnd in rounds for g in rnd) / sum(
+        g.forward_calls for rnd in rounds for g in rnd
+    )
