@@ -39,7 +39,7 @@ def test_arms_and_the_priors_they_start_from(arms):
         "opt_tree:auto": "smollm2-135m-bfloat16",
         "opt_tree:prior": "smollm2-135m-bfloat16",
         "hw_tree:hand": HAND,
-        "hw_tree:prior": HAND,
+        "hw_tree:prior": "smollm2-135m-bfloat16",
     }
     assert arms["opt_tree:auto"]().drafter.acceptance.prior_name == HAND
     assert arms["opt_tree:prior"]().drafter.acceptance.prior_name == "smollm2-135m-bfloat16"
