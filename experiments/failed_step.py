@@ -19,7 +19,6 @@ prompt and committed length: `matched`), split into the forward and what the met
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -28,14 +27,13 @@ from typing import Any
 import torch
 
 from experiments.bench.load import load_prompts, method_factory, model_and_engine
-from experiments.interleaved import Runs, interleaved_runs, speedup, tau
+from experiments.interleaved import Runs, add_common_args, interleaved_runs, speedup, tau, write_record
 from goose.engine.budget.auto_budget import AutoBudgetSettings, auto_budget_factory
 from goose.engine.budget.calibration import engine_latency
 from goose.engine.budget.draft_gate import DraftGateConfig
 from goose.engine.core.decode import Generation, StepRecord
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sizing import Speculator
-from goose.records.code_state import code_state
 
 METHODS = ("pld", "suffix", "tr", "goose", "opt_tree", "hw_tree")
 
@@ -176,16 +174,9 @@ def table(summary: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--dtype", default="bfloat16")
+    add_common_args(ap, METHODS, "results/studies/failed_step")
     ap.add_argument("--bench", default="mtbench")
     ap.add_argument("--limit", type=int, default=5, help="the first prompts of --bench (MT-Bench: writing)")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default="results/studies/failed_step")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -194,19 +185,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     makers = contenders(args.model, engine, args.methods.split(","))
     runs = interleaved_runs(engine, [p.ids for p in prompts], makers, args.repeats, args.max_new_tokens)
     summary = summarize(runs)
-    summary["setup"] = {
-        **vars(args),
-        "prompts": [p.prompt_id for p in prompts],
-        "threads": torch.get_num_threads(),
-        "cpu": engine_latency(engine).meta.get("device"),
-        "code": code_state(),
-    }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{args.model}-{args.dtype}-{args.bench}.json"
-    path.write_text(json.dumps(summary, indent=1))
     print(table(summary))
-    print(f"wrote {path}")
+    path = Path(args.out) / f"{args.model}-{args.dtype}-{args.bench}.json"
+    write_record(
+        summary, args, [p.prompt_id for p in prompts], engine_latency(engine).meta.get("device"), path
+    )
     return summary
 
 

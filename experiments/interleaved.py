@@ -5,13 +5,19 @@ the reference. Shared by the step-cost and prior studies (experiments.failed_ste
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+import torch
 
 from goose.engine.core.decode import Generation, generate
 from goose.engine.core.sizing import Speculator
+from goose.records.code_state import code_state
 
 Runs = dict[str, list[list[Generation]]]  # contender -> rounds -> one Generation per prompt
 
@@ -67,3 +73,31 @@ def tau(rounds: list[list[Generation]]) -> float:
     return sum(len(g.output_ids) for rnd in rounds for g in rnd) / sum(
         g.forward_calls for rnd in rounds for g in rnd
     )
+
+
+def add_common_args(ap: argparse.ArgumentParser, methods: Sequence[str], out: str) -> None:
+    """The arguments every side-by-side study takes: model, dtype, tokens, rounds, methods, threads, data, out."""
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--methods", default=",".join(methods))
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", default=out)
+
+
+def write_record(
+    summary: dict[str, Any], args: argparse.Namespace, prompt_ids: list[str], cpu: Any, path: Path
+) -> None:
+    """`summary` with the run's setup (every argument, the prompts, threads, device, code state) as JSON."""
+    summary["setup"] = {
+        **vars(args),
+        "prompts": prompt_ids,
+        "threads": torch.get_num_threads(),
+        "cpu": cpu,
+        "code": code_state(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=1))
+    print(f"wrote {path}")

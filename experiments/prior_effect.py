@@ -15,7 +15,6 @@ too). hw_tree sizes itself, so its `:auto` arm is its `:hand` arm and is not run
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -24,13 +23,12 @@ from typing import Any
 import torch
 
 from experiments.bench.load import load_prompts, method_factory, model_and_engine
-from experiments.interleaved import Runs, interleaved_runs, speedup, tau
+from experiments.interleaved import Runs, add_common_args, interleaved_runs, speedup, tau, write_record
 from goose.engine.budget.auto_budget import AutoBudgetSettings, auto_budget_factory
 from goose.engine.budget.calibration import engine_latency
 from goose.engine.core.acceptance_prior import HAND
 from goose.engine.core.drafter import ARDrafter
 from goose.engine.core.sizing import Speculator
-from goose.records.code_state import code_state
 
 METHODS = ("suffix", "goose", "opt_tree", "hw_tree")
 OWN_ESTIMATOR = ("opt_tree", "hw_tree")  # drafters with an `acceptance_prior` of their own
@@ -88,16 +86,9 @@ def table(summary: dict[str, Any], benches: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--dtype", default="bfloat16")
+    add_common_args(ap, METHODS, "results/studies/priors")
     ap.add_argument("--benches", default="humaneval,gsm8k,mtbench")
     ap.add_argument("--limit", type=int, default=4, help="the first prompts of each benchmark")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default="results/studies/priors")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -112,29 +103,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(
             f"experiments.prior_effect: expected {args.limit} prompts per benchmark, got {len(prompts)}"
         )
-    runs = interleaved_runs(
-        engine,
-        [p.ids for p in prompts],
-        arms(args.model, engine, args.methods.split(",")),
-        args.repeats,
-        args.max_new_tokens,
-    )
-    summary = {
-        "arms": summarize(runs, benches),
-        "setup": {
-            **vars(args),
-            "prompts": [p.prompt_id for p in prompts],
-            "threads": torch.get_num_threads(),
-            "cpu": engine_latency(engine).meta.get("device"),
-            "code": code_state(),
-        },
-    }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{args.model}-{args.dtype}.json"
-    path.write_text(json.dumps(summary, indent=1))
+    makers = arms(args.model, engine, args.methods.split(","))
+    runs = interleaved_runs(engine, [p.ids for p in prompts], makers, args.repeats, args.max_new_tokens)
+    summary = {"arms": summarize(runs, benches)}
     print(table(summary["arms"], benches))
-    print(f"wrote {path}")
+    path = Path(args.out) / f"{args.model}-{args.dtype}.json"
+    write_record(
+        summary, args, [p.prompt_id for p in prompts], engine_latency(engine).meta.get("device"), path
+    )
     return summary
 
 

@@ -61,3 +61,21 @@ def test_summary_per_benchmark():
     assert s["speedup"]["median"] == pytest.approx(40 / 4.0 / 10, abs=1e-12)
     assert s["tau"] == pytest.approx(80 / 52, abs=1e-12)
     assert "| m | 1.54 |" in prior_effect.table({"m": s}, ["a", "b"])
+
+
+def test_the_record_carries_every_argument_and_the_code_state(tmp_path):
+    import argparse
+    import json
+
+    from experiments.interleaved import add_common_args, write_record
+    from goose.records.code_state import code_state
+
+    ap = argparse.ArgumentParser()
+    add_common_args(ap, ["goose", "hw_tree"], "out")
+    args = ap.parse_args(["--repeats", "5"])
+    write_record({"arms": {}}, args, ["HumanEval/0"], "cpu", tmp_path / "r" / "x.json")
+    setup = json.loads((tmp_path / "r" / "x.json").read_text())["setup"]
+    assert (
+        setup["repeats"] == 5 and setup["methods"] == "goose,hw_tree" and setup["prompts"] == ["HumanEval/0"]
+    )
+    assert setup["code"] == code_state() and setup["cpu"] == "cpu"
