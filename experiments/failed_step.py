@@ -123,10 +123,12 @@ def summarize(runs: Runs) -> dict[str, Any]:
     for name, rounds in runs.items():
         steps = [s for rnd in rounds for g in rnd for s in g.steps]
         entry: dict[str, Any] = {"steps": len(steps)}
+        seconds: dict[str | None, list[float]] = {kind: [] for kind in STEP_KINDS}
+        for s in steps:
+            seconds.setdefault(step_kind(s), []).append(step_seconds(s))
         for kind in STEP_KINDS:
-            m = mean_or_none([step_seconds(s) for s in steps if step_kind(s) == kind])
-            count = sum(step_kind(s) == kind for s in steps)
-            entry[kind] = {"count": count, "overhead": None if m is None else m / c_ar - 1.0}
+            m = mean_or_none(seconds[kind])
+            entry[kind] = {"count": len(seconds[kind]), "overhead": None if m is None else m / c_ar - 1.0}
         entry["matched"] = matched_kinds(rounds, runs["ar"])
         entry["speedup"] = speedup(runs, name)
         entry["tau"] = tau(rounds)
