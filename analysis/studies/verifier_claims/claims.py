@@ -72,6 +72,7 @@ def exact_rows(folder: Path) -> pd.DataFrame:
                 {
                     "model": r["model"],
                     "temperature": float(r["temperature"]),
+                    "top_p": float(r.get("top_p") or 1.0),
                     "bench": r["bench"],
                     "drafter": drafter,
                     "shape": shape,
@@ -114,9 +115,16 @@ def claim_effects(df: pd.DataFrame, left: tuple[str, str], right: tuple[str, str
     return [float(a.at[u, f"beta_{lv}"] / b.at[u, f"beta_{rv}"] - 1.0) for u in both]
 
 
+def sampling_label(temperature: float, top_p: float) -> str:
+    """`0.6`, or `1, top-p 0.9` where nucleus sampling truncates the target (and the draft) distribution."""
+    return f"{temperature:g}" if top_p >= 1.0 else f"{temperature:g}, top-p {top_p:g}"
+
+
 def claims_table(df: pd.DataFrame) -> list[list[str]]:
     rows = []
-    for (model, temp, drafter), g in df.groupby(["model", "temperature", "drafter"], sort=True):
+    for (model, temp, top_p, drafter), g in df.groupby(
+        ["model", "temperature", "top_p", "drafter"], sort=True
+    ):
         for claim, left, right in CLAIMS:
             effects = claim_effects(g, left, right)
             if len(effects) < 2:
@@ -125,7 +133,7 @@ def claims_table(df: pd.DataFrame) -> list[list[str]]:
             rows.append(
                 [
                     model,
-                    f"{temp:g}",
+                    sampling_label(temp, top_p),
                     drafter,
                     claim,
                     str(len(effects)),
@@ -140,8 +148,8 @@ def claims_table(df: pd.DataFrame) -> list[list[str]]:
 def depth_table(df: pd.DataFrame) -> list[list[str]]:
     """Mean over prompts of P(accepted ≥ d) per step, per (model, T, drafter, shape, verifier)."""
     rows = []
-    for (model, temp, drafter, shape), g in df.groupby(
-        ["model", "temperature", "drafter", "shape"], sort=True
+    for (model, temp, top_p, drafter, shape), g in df.groupby(
+        ["model", "temperature", "top_p", "drafter", "shape"], sort=True
     ):
         for col in sorted(c for c in g.columns if c.startswith("reach_")):
             reaches = [r for r in g[col] if isinstance(r, list)]
@@ -151,7 +159,14 @@ def depth_table(df: pd.DataFrame) -> list[list[str]]:
                 sum(r[d] if d < len(r) else 0.0 for r in reaches) / len(reaches) for d in range(DEPTHS)
             ]
             rows.append(
-                [model, f"{temp:g}", drafter, shape, col[len("reach_") :], *(f"{x:.3f}" for x in by_depth)]
+                [
+                    model,
+                    sampling_label(temp, top_p),
+                    drafter,
+                    shape,
+                    col[len("reach_") :],
+                    *(f"{x:.3f}" for x in by_depth),
+                ]
             )
     return rows
 
@@ -162,8 +177,8 @@ def build(res: Results, out: Path) -> Output:
     if df.empty:
         raise Skip(f"no rows with exact expectations under {folder}: run `make verifier-claims`")
     output = Output()
-    n = df.groupby(["model", "temperature"])["unit"].nunique()
-    scope = "; ".join(f"{m} T={t:g}: {k} prompts" for (m, t), k in n.items())
+    n = df.groupby(["model", "temperature", "top_p"])["unit"].nunique()
+    scope = "; ".join(f"{m} T={sampling_label(t, p)}: {k} prompts" for (m, t, p), k in n.items())
     header = ["model", "T", "drafter", "claim", "prompts", "effect (β ratio − 1)", "95 % CI", "verdict"]
     output.files += write_table(
         out, "claims", header, claims_table(df), caption=f"Verifier claims on identical drafts ({scope})"

@@ -74,3 +74,15 @@ def test_bootstrap_interval_and_verdicts():
     assert verdict(-0.05, -0.09, -0.01, 20) == "refuted"
     # half-width 0.04 around 0.02: 20 · (0.04 / 0.02)² = 80 prompts would make the half-width the effect
     assert verdict(0.02, -0.02, 0.06, 20) == "too small to tell (~80 prompts)"
+
+
+def test_top_p_rows_are_their_own_setting(tmp_path):
+    """Rows at T 0.6 with top-p 0.9 are not pooled with plain T 0.6: two table rows, each over its own
+    prompts, labelled by the setting (pooled, the effect would be the mean of 0.1 and 0.25 over 2 prompts)."""
+    path = tmp_path / "m" / "r.jsonl"
+    append_row(path, row("stand", "tree", 1, 10, {"rrs": 10.0, "traversal": 12.0}))
+    append_row(path, row("stand", "tree", 2, 10, {"rrs": 10.0, "traversal": 12.0}))
+    for prompt in (1, 2):
+        append_row(path, {**row("stand", "tree", prompt, 4, {"rrs": 4.0, "traversal": 6.0}), "top_p": 0.9})
+    table = claims_table(exact_rows(tmp_path))
+    assert [(r[1], r[4], r[5]) for r in table] == [("0.6, top-p 0.9", "2", "+25.00%"), ("0.6", "2", "+10.00%")]
