@@ -156,14 +156,45 @@ class AdjacencyTable:
         return row
 
     def _topk_to_host(self, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
-        """topk (and softmax over the K logits) on the logits' device, one transfer to the host."""
+        """topk (and softmax over the K logits) on the logits' device, one transfer to the host (on the
+        CPU, the tensors' own memory: no packing)."""
         with torch.no_grad():
             vals, idx = torch.topk(logits.detach(), self.width, dim=-1)
             if not self.use_scores:
                 return idx.to("cpu", torch.long).numpy(), None
             scores = torch.softmax(vals.float(), dim=-1)
+            if logits.device.type == "cpu":
+                return idx.numpy(), scores.numpy()
             packed = torch.cat([idx.to(torch.float32), scores], dim=-1).cpu().numpy()
         return packed[:, : self.width].astype(np.int64), np.ascontiguousarray(packed[:, self.width :])
+
+    def update_one(self, token: int, logits: torch.Tensor, prev: int | None = None) -> None:
+        """`update` for a single position (the anchor of a step without drafting or with an empty draft):
+        the same rows written, without the batch path's deduplication and merge, whose fixed costs would
+        otherwise be most of such a step's bookkeeping."""
+        logits = logits.reshape(-1, logits.shape[-1])
+        if logits.shape != (1, self.vocab_size):
+            raise ValueError(f"update_one takes one row of {self.vocab_size} logits, got {tuple(logits.shape)}")
+        ids, scores = self._topk_to_host(logits)
+        self._ids[token] = ids[0]
+        if self._scores is not None:
+            self._scores[token] = scores[0]
+        self._seen[token] = True
+        if not self.use_bigram or prev is None or prev < 0:
+            return
+        key = prev * self.vocab_size + token
+        i = int(np.searchsorted(self._bg_keys, key))
+        if i < self._bg_keys.shape[0] and self._bg_keys[i] == key:
+            slot = int(self._bg_slots[i])
+        else:
+            slot = self._bg_count
+            self._grow(slot + 1)
+            self._bg_keys = np.insert(self._bg_keys, i, key)
+            self._bg_slots = np.insert(self._bg_slots, i, slot)
+            self._bg_count += 1
+        self._bg_ids[slot] = ids[0]
+        if scores is not None:
+            self._bg_scores[slot] = scores[0]
 
     def update(
         self,
@@ -180,6 +211,10 @@ class AdjacencyTable:
         if tok.shape[0] != logits.shape[0]:
             raise ValueError(f"{tok.shape[0]} tokens but {logits.shape[0]} logit rows")
         if tok.shape[0] == 0:
+            return
+        if tok.shape[0] == 1:
+            prev = None if prev_tokens is None else int(_as_int_array(prev_tokens)[0])
+            self.update_one(int(tok[0]), logits, prev)
             return
         ids, scores = self._topk_to_host(logits)
 
@@ -252,6 +287,9 @@ class AdjacencyTable:
     ) -> None:
         """Update from a verification forward over a tree, rejected nodes included (`prev_anchor`: the root's
         bigram predecessor)."""
+        if len(tokens) == 1:  # a step without drafting, or an empty draft: the anchor alone
+            self.update_one(int(tokens[0]), logits, prev_anchor if self.use_bigram else None)
+            return
         prev = None
         if self.use_bigram:
             tok = np.asarray(tokens, dtype=np.int64)

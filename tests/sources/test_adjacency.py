@@ -280,3 +280,46 @@ def test_isotropic_table_is_fresh_per_prompt() -> None:
     drafter.begin([3], logits_from([{7: 1.0}]))
     assert drafter.table.successors(1) == ([], [])
     assert drafter.table.successors(3)[0][0] == 7
+
+
+def _table_state(t: AdjacencyTable) -> tuple:
+    n = t.num_bigrams
+    scores = None if t._scores is None else t._scores[t._seen].tolist()
+    return (
+        np.flatnonzero(t._seen).tolist(),
+        t._ids[t._seen].tolist(),
+        scores,
+        t._bg_keys.tolist(),
+        t._bg_ids[t._bg_slots].tolist() if n else [],
+        t._bg_scores[t._bg_slots].tolist() if n and t.use_scores else [],
+    )
+
+
+@pytest.mark.parametrize("half", [False, True])
+@pytest.mark.parametrize("use_scores", [True, False])
+def test_single_position_path_writes_what_the_batch_path_writes(half: bool, use_scores: bool) -> None:
+    """update_one (a step without drafting; what update and update_from_tree take for a single position)
+    against the batch path on the same row (the position given twice: duplicates, the last wins), over a
+    stream of anchors that revisits tokens and bigrams (overwrites and inserts, bigram keys before and after
+    existing ones, no predecessor): the two tables hold the same rows, scores and bigram store at every
+    step."""
+    vocab = 50
+    gen = torch.Generator().manual_seed(3)
+    one = AdjacencyTable(vocab, 4, use_scores=use_scores, use_bigram=True, half_unigram_scores=half)
+    batch = AdjacencyTable(vocab, 4, use_scores=use_scores, use_bigram=True, half_unigram_scores=half)
+    tokens = torch.randint(0, 12, (200,), generator=gen).tolist()
+    prev = None
+    for token in tokens:
+        logits = torch.randn(1, vocab, generator=gen).to(torch.bfloat16)
+        one.update_from_tree([token], [-1], logits, prev)
+        p = -1 if prev is None else prev
+        batch.update([token, token], logits.repeat(2, 1), [p, p])
+        assert _table_state(one) == _table_state(batch)
+        prev = None if token % 5 == 0 else token
+    assert one.num_bigrams > 20 and one.num_rows == 12
+
+
+def test_single_position_path_rejects_more_rows() -> None:
+    t = AdjacencyTable(V, 2)
+    with pytest.raises(ValueError, match="one row"):
+        t.update_one(1, torch.zeros(2, V))
