@@ -56,6 +56,15 @@ def drafter_and_shape(method: str, config: dict | None) -> tuple[str, str]:
     return method, shape
 
 
+DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def model_label(row: dict) -> str:
+    """`smollm2-135m fp32`: the model and the dtype its distributions were computed in."""
+    dtype = row.get("dtype")
+    return f"{row['model']} {DTYPE_SHORT.get(dtype, dtype)}" if dtype else str(row["model"])
+
+
 def exact_rows(folder: Path) -> pd.DataFrame:
     """One row per (model, temperature, bench, drafter, shape, prompt, seed) of the rows under `folder` that
     carry exact expectations: steps, β per verifier, and reach per verifier."""
@@ -70,7 +79,7 @@ def exact_rows(folder: Path) -> pd.DataFrame:
             steps = int(r["exact_steps"])
             out.append(
                 {
-                    "model": r["model"],
+                    "model": model_label(r),
                     "temperature": float(r["temperature"]),
                     "top_p": float(r.get("top_p") or 1.0),
                     "bench": r["bench"],

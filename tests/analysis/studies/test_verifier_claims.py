@@ -10,6 +10,7 @@ from analysis.studies.verifier_claims.claims import (
     claim_effects,
     claims_table,
     drafter_and_shape,
+    model_label,
     exact_rows,
     verdict,
 )
@@ -86,3 +87,9 @@ def test_top_p_rows_are_their_own_setting(tmp_path):
         append_row(path, {**row("stand", "tree", prompt, 4, {"rrs": 4.0, "traversal": 6.0}), "top_p": 0.9})
     table = claims_table(exact_rows(tmp_path))
     assert [(r[1], r[4], r[5]) for r in table] == [("0.6, top-p 0.9", "2", "+25.00%"), ("0.6", "2", "+10.00%")]
+
+
+def test_model_label_names_the_dtype():
+    assert model_label({"model": "gemma3-270m", "dtype": "bfloat16"}) == "gemma3-270m bf16"
+    assert model_label({"model": "smollm2-135m", "dtype": "float32"}) == "smollm2-135m fp32"
+    assert model_label({"model": "m"}) == "m"
