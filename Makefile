@@ -139,17 +139,22 @@ bench-verifiers:  ## verifiers of sampled drafts x draft shapes x drafters, side
 
 # make verifier-claims: the verification papers' claims on identical drafts (issue 59): STAND in every draft
 # shape and with the dynamic delay, each run once (recursive rejection sampling verifies), every row carrying
-# each exact verifier's E[accepted] on the very trees it verified (exact_accepted), per temperature, into
-# results/studies/verifier_claims/<model>_T<t>; `make figures` writes figures/studies/verifier_claims/claims.md
-# (effect, 95 % bootstrap interval over prompts, verdict per claim).
-CLAIMS_ARGS ?= --dtype float32 --benches humaneval,gsm8k,mtbench --limit 10 --repeats 1
+# each exact verifier's E[accepted] on the very trees it verified (exact_accepted), per setting
+# model:dtype:temperature:top-p:max-new-tokens, into results/studies/verifier_claims/<model>_T<t>[_p<p>];
+# `make figures` writes figures/studies/verifier_claims/claims.md (effect, 95 % bootstrap interval over
+# prompts, verdict per claim). Each setting resumes where it stopped.
+CLAIMS_ARGS ?= --benches humaneval,gsm8k,mtbench --limit 20 --repeats 1
 CLAIMS_METHODS ?= stand,stand_chain,stand_iid,stand_delayed,stand_dynamic
+CLAIMS_SETTINGS ?= smollm2-135m:float32:0.6:1.0:128 smollm2-135m:float32:1.0:1.0:128 \
+	smollm2-135m:float32:1.0:0.9:64 gemma3-270m:bfloat16:0.6:1.0:64 gemma3-270m:bfloat16:1.0:1.0:64
 
-verifier-claims:  ## verifier claims on identical drafts: exact expectations per recorded tree, per temperature
-	for t in $(VERIFIER_TEMPERATURES); do \
-		$(PYTHON) -m experiments.bench --threads $(THREADS) --model $(VERIFIER_MODEL) $(CLAIMS_ARGS) --hf "" \
-			--data-dir $(DATA_DIR) --methods $(CLAIMS_METHODS) --temperature $$t \
-			--out results/studies/verifier_claims/$(VERIFIER_MODEL)_T$$t || exit 1; \
+verifier-claims:  ## verifier claims on identical drafts: exact expectations per recorded tree, per setting
+	for s in $(CLAIMS_SETTINGS); do \
+		set -- $$(echo $$s | tr : ' '); \
+		out=results/studies/verifier_claims/$$1_T$$3; [ "$$4" = "1.0" ] || out=$${out}_p$$4; \
+		$(PYTHON) -m experiments.bench --threads $(THREADS) --model $$1 --dtype $$2 --temperature $$3 \
+			--top-p $$4 --max-new-tokens $$5 $(CLAIMS_ARGS) --hf "" --data-dir $(DATA_DIR) \
+			--methods $(CLAIMS_METHODS) --out $$out || exit 1; \
 	done
 
 # make batching: continuous batching on this machine (issue 58; experiments/batching.py, docs/batching.md): each
