@@ -9,7 +9,9 @@ prompt: two verifiers on one drafter's rows (paired tree for tree), or two draft
 with a 95 % interval from a bootstrap over prompts (`BOOTSTRAP` resamples, seeded); the verdict is
 "reproduced" when the interval lies above 0, "refuted" when below, else "too small to tell", with the
 number of prompts that would make the interval's half-width the size of the effect (n · (half-width /
-|effect|)²). Efficiency by depth: P(accepted ≥ d) per step, per verifier, from `exact_reach`.
+|effect|)²). Efficiency by depth: P(accepted ≥ d) per step, per verifier, from `exact_reach`; the claim
+that OT-based verification gains near the root and loses deeper is tested on it the same way (`DEPTH_CLAIMS`:
+the ratio of two verifiers' summed P(accepted ≥ d) over a band of depths, per tree).
 """
 
 from __future__ import annotations
@@ -41,6 +43,16 @@ CLAIMS = [
     ("delayed ≥ root i.i.d. (GBV)", ("delayed", "gbv"), ("iid", "gbv")),
     ("dynamic delay ≥ static delay (GBV)", ("dynamic", "gbv"), ("delayed", "gbv")),
     ("dynamic delay ≥ static delay (Traversal)", ("dynamic", "traversal"), ("delayed", "traversal")),
+]
+
+# "OT-based verification gains near the root and loses deeper" (arXiv 2602.16994): (claim, shape, left
+# verifier, right verifier, depths [first, last) of P(accepted ≥ d), None: to the deepest), paired per tree;
+# the effect is the ratio of the summed reach over those depths (E[accepted tokens at those depths] per step)
+DEPTH_CLAIMS = [
+    ("RRS ≥ Traversal at depth 1 on trees (OT near the root)", "tree", "rrs", "traversal", (0, 1)),
+    ("Traversal ≥ RRS at depths ≥ 3 on trees (OT deeper)", "tree", "traversal", "rrs", (2, None)),
+    ("RRS ≥ Traversal at depth 1 on i.i.d. paths", "iid", "rrs", "traversal", (0, 1)),
+    ("Traversal ≥ RRS at depths ≥ 3 on i.i.d. paths", "iid", "traversal", "rrs", (2, None)),
 ]
 
 
@@ -129,13 +141,34 @@ def sampling_label(temperature: float, top_p: float) -> str:
     return f"{temperature:g}" if top_p >= 1.0 else f"{temperature:g}, top-p {top_p:g}"
 
 
+def depth_effects(df: pd.DataFrame, shape: str, left: str, right: str, depths: tuple) -> list[float]:
+    """Per unit of `shape`: Σ reach_left / Σ reach_right − 1 over `depths` (units where the right side
+    reaches none of them are left out)."""
+    g = df[df["shape"] == shape]
+    lcol, rcol = f"reach_{left}", f"reach_{right}"
+    if lcol not in g or rcol not in g:
+        return []
+    first, last = depths
+    out = []
+    for lr, rr in zip(g[lcol], g[rcol], strict=True):
+        if not isinstance(lr, list) or not isinstance(rr, list):
+            continue
+        a, b = sum(lr[first:last]), sum(rr[first:last])
+        if b > 0:
+            out.append(a / b - 1.0)
+    return out
+
+
 def claims_table(df: pd.DataFrame) -> list[list[str]]:
     rows = []
     for (model, temp, top_p, drafter), g in df.groupby(
         ["model", "temperature", "top_p", "drafter"], sort=True
     ):
-        for claim, left, right in CLAIMS:
-            effects = claim_effects(g, left, right)
+        measured = [(claim, claim_effects(g, left, right)) for claim, left, right in CLAIMS]
+        measured += [
+            (claim, depth_effects(g, shape, lv, rv, depths)) for claim, shape, lv, rv, depths in DEPTH_CLAIMS
+        ]
+        for claim, effects in measured:
             if len(effects) < 2:
                 continue
             mean, low, high = bootstrap_interval(effects)

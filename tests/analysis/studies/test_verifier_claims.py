@@ -9,6 +9,7 @@ from analysis.studies.verifier_claims.claims import (
     bootstrap_interval,
     claim_effects,
     claims_table,
+    depth_effects,
     drafter_and_shape,
     model_label,
     exact_rows,
@@ -56,7 +57,7 @@ def test_effects_are_paired_ratios_of_block_efficiency(tmp_path):
     assert sorted(df["beta_traversal"]) == [pytest.approx(2.2), pytest.approx(2.5)]
     effects = claim_effects(df, ("tree", "traversal"), ("tree", "rrs"))
     assert sorted(effects) == [pytest.approx(0.1, abs=1e-12), pytest.approx(0.25, abs=1e-12)]
-    (table_row,) = claims_table(df)
+    (table_row,) = [r for r in claims_table(df) if r[3] == "Traversal ≥ RRS on trees"]
     assert table_row[3] == "Traversal ≥ RRS on trees" and table_row[4] == "2" and table_row[5] == "+17.50%"
 
 
@@ -85,7 +86,7 @@ def test_top_p_rows_are_their_own_setting(tmp_path):
     append_row(path, row("stand", "tree", 2, 10, {"rrs": 10.0, "traversal": 12.0}))
     for prompt in (1, 2):
         append_row(path, {**row("stand", "tree", prompt, 4, {"rrs": 4.0, "traversal": 6.0}), "top_p": 0.9})
-    table = claims_table(exact_rows(tmp_path))
+    table = [r for r in claims_table(exact_rows(tmp_path)) if r[3] == "Traversal ≥ RRS on trees"]
     assert [(r[1], r[4], r[5]) for r in table] == [("0.6, top-p 0.9", "2", "+25.00%"), ("0.6", "2", "+10.00%")]
 
 
@@ -93,3 +94,20 @@ def test_model_label_names_the_dtype():
     assert model_label({"model": "gemma3-270m", "dtype": "bfloat16"}) == "gemma3-270m bf16"
     assert model_label({"model": "smollm2-135m", "dtype": "float32"}) == "smollm2-135m fp32"
     assert model_label({"model": "m"}) == "m"
+
+
+def test_depth_effects_sum_reach_over_a_band_of_depths(tmp_path):
+    """P(accepted ≥ d) per verifier, paired per tree: depth 1 alone, RRS 0.6 against Traversal 0.5 → +20 %;
+    depths ≥ 3, Traversal (0.3 + 0.2) against RRS (0.2 + 0.05) → +100 %; a tree where RRS reaches no depth
+    ≥ 3 is left out of that band (no ratio), not counted as 0."""
+    path = tmp_path / "m" / "r.jsonl"
+    for prompt, rrs, trav in ((1, [0.6, 0.4, 0.2, 0.05], [0.5, 0.4, 0.3, 0.2]), (2, [0.6, 0.1], [0.5, 0.1])):
+        r = row("stand", "tree", prompt, 10, {"rrs": 5.0, "traversal": 5.0})
+        append_row(path, {**r, "exact_reach": {"rrs": rrs, "traversal": trav}})
+    df = exact_rows(tmp_path)
+    assert depth_effects(df, "tree", "rrs", "traversal", (0, 1)) == [pytest.approx(0.2)] * 2
+    assert depth_effects(df, "tree", "traversal", "rrs", (2, None)) == [pytest.approx(1.0)]
+    assert depth_effects(df, "iid", "rrs", "traversal", (0, 1)) == []
+    claims = {r[3]: r for r in claims_table(df)}
+    assert claims["RRS ≥ Traversal at depth 1 on trees (OT near the root)"][5] == "+20.00%"
+    assert "Traversal ≥ RRS at depths ≥ 3 on trees (OT deeper)" not in claims  # one tree: no interval
