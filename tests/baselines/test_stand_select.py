@@ -179,14 +179,17 @@ def test_action_values_on_a_verified_tree_come_from_the_restricted_trees():
     assert values[Action(1, 1, 1)] == expected_accepted("traversal", restrict_paths(view, 1, 1))
 
 
-def test_the_shipped_selector_loads_with_its_provenance():
-    """goose/data/selectors/smollm2-135m-rrs.json (make selector): the 80 actions of the default grid, the
-    features of this code, and a held-out report on prompts it was not trained on."""
-    selector = load_selector("smollm2-135m-rrs")
+@pytest.mark.parametrize("verifier", ["rrs", "traversal"])
+def test_the_shipped_selectors_load_with_their_provenance(verifier):
+    """goose/data/selectors/smollm2-135m-<verifier>.json (make selector SELECTOR_VERIFIER=<verifier>): the 80
+    actions of the default grid, the features of this code, trained on that verifier's values, and a
+    held-out report on prompts it was not trained on."""
+    name = f"smollm2-135m-{verifier}"
+    selector = load_selector(name)
     assert selector.actions == action_grid(4, 4, 4, budget=40)
-    record = json.loads(selector_path_of("smollm2-135m-rrs").read_text())
+    record = json.loads(selector_path_of(name).read_text())
     provenance = record["provenance"]
-    assert provenance["model"] == "smollm2-135m" and provenance["verifier"] == "rrs"
+    assert provenance["model"] == "smollm2-135m" and provenance["verifier"] == verifier
     assert provenance["split"]["heldout_roots"] == provenance["report"]["heldout"]["roots"] > 0
     assert set(selector.estimates([1.0, 0.9, 1.0, 1.0, 0.5, 0.5, 2.0, 2.0, 1.0, 1.0])) == set(
         selector.actions
