@@ -212,9 +212,13 @@ class AdjacencyTable:
             raise ValueError(f"{tok.shape[0]} tokens but {logits.shape[0]} logit rows")
         if tok.shape[0] == 0:
             return
-        if tok.shape[0] == 1:
-            prev = None if prev_tokens is None else int(_as_int_array(prev_tokens)[0])
-            self.update_one(int(tok[0]), logits, prev)
+        prev = None
+        if self.use_bigram and prev_tokens is not None:
+            prev = _as_int_array(prev_tokens)
+            if prev.shape[0] != tok.shape[0]:
+                raise ValueError(f"{prev.shape[0]} prev tokens but {tok.shape[0]} tokens")
+        if tok.shape[0] == 1:  # a step without drafting, or an empty draft: the anchor alone
+            self.update_one(int(tok[0]), logits, None if prev is None else int(prev[0]))
             return
         ids, scores = self._topk_to_host(logits)
 
@@ -225,10 +229,7 @@ class AdjacencyTable:
             self._scores[rows] = scores[last]
         self._seen[rows] = True
 
-        if self.use_bigram and prev_tokens is not None:
-            prev = _as_int_array(prev_tokens)
-            if prev.shape[0] != tok.shape[0]:
-                raise ValueError(f"{prev.shape[0]} prev tokens but {tok.shape[0]} tokens")
+        if prev is not None:
             valid = np.flatnonzero(prev >= 0)
             if valid.size:
                 keys = prev[valid] * self.vocab_size + tok[valid]
@@ -287,9 +288,6 @@ class AdjacencyTable:
     ) -> None:
         """Update from a verification forward over a tree, rejected nodes included (`prev_anchor`: the root's
         bigram predecessor)."""
-        if len(tokens) == 1:  # a step without drafting, or an empty draft: the anchor alone
-            self.update_one(int(tokens[0]), logits, prev_anchor if self.use_bigram else None)
-            return
         prev = None
         if self.use_bigram:
             tok = np.asarray(tokens, dtype=np.int64)

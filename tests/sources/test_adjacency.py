@@ -249,6 +249,11 @@ def test_shape_errors() -> None:
         table.update([0, 1], torch.zeros(1, V))
     with pytest.raises(ValueError):
         table.update([0], torch.zeros(1, V + 1))
+    bigram = AdjacencyTable(V, k=2, use_bigram=True)
+    for n in (1, 2):  # the single-position path checks the predecessors as the batch path does
+        with pytest.raises(ValueError, match="prev tokens"):
+            bigram.update(list(range(n)), torch.zeros(n, V), [0, 1, 2])
+    assert bigram.num_rows == 0
 
 
 # ---------------------------------------------------------------- lifetime inside the drafters
