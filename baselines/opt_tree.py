@@ -38,8 +38,9 @@ class OptTreeConfig(CalibratedPriorConfig):
     (`AcceptanceModel`): `prior_strength` pseudo-observations, `spine_prior` r of a spine node,
     `branch_prior` / (j + 1) r of a rank-j branch node; `acceptance_prior`, a calibrated prior to start from
     where it has evidence (a model or family name, a prior's name or a path to a prior file:
-    goose.engine.core.acceptance_prior.find_prior; none found: the hand prior), "hand": the hand prior; the
-    config records the prior that ran.
+    goose.engine.core.acceptance_prior.find_prior; none found: the hand prior), "auto" (the default) the prior
+    of the run's model (goose.harness.compose.drafter_spec), "hand": the hand prior; the config records the
+    prior that ran.
     """
 
     owner = "OptTreeDrafter"

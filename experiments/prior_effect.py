@@ -6,7 +6,8 @@ drafter and sizer per prompt, the order rotated every round).
 Arms per method: `<m>:hand` (every estimate from the hand prior), `<m>:auto` (budget=auto's size rule from the
 model's prior, as `run.py` runs it by default) and, for the drafters that size with their own estimator
 (OPT-Tree, hw_tree; `acceptance_prior` in their config), `<m>:prior` (that estimator from the model's prior
-too). hw_tree sizes itself, so its `:auto` arm is its `:hand` arm and is not run.
+too: their `run.py` default; their `:auto` arm keeps it on the hand prior). hw_tree sizes itself, so its
+`:auto` arm is its `:hand` arm and is not run.
 
     python -m experiments.prior_effect --model smollm2-135m --dtype bfloat16 --threads 2 \\
         --out results/studies/priors
@@ -41,8 +42,9 @@ def arms(model: str, engine: Any, methods: list[str]) -> dict[str, Callable[[], 
     out: dict[str, Callable[[], Speculator]] = {"ar": lambda: Speculator(ARDrafter())}
     for m in methods:
         own = [f"method.drafter.acceptance_prior={model}"]
-        plan = [("hand", HAND, [])]
-        plan += [] if m in SELF_SIZED else [("auto", model, [])]
+        hand = [f"method.drafter.acceptance_prior={HAND}"] if m in OWN_ESTIMATOR else []
+        plan = [("hand", HAND, hand)]
+        plan += [] if m in SELF_SIZED else [("auto", model, hand)]
         plan += [("prior", model, own)] if m in OWN_ESTIMATOR else []
         for label, sizer_prior, overrides in plan:
             make = method_factory(m, overrides, model=model)

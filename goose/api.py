@@ -79,6 +79,8 @@ def method_config(
             drafter[key] = value
     if model is None:
         check_model_free(cfg.method)
+        if drafter.get("acceptance_prior") == "auto":  # no configured model: no calibrated prior to take
+            drafter.acceptance_prior = "hand"
     try:
         check_config(cfg)
     except UserError as exc:

@@ -27,8 +27,9 @@ class HwTreeConfig(CalibratedPriorConfig):
     a node whose token has no table row gains g (RowValue), starting at `row_prior` tokens per row with
     the weight of `row_prior_rows` rows. `acceptance_prior`: a calibrated prior to start the estimator from
     where it has evidence (a model or family name, a prior's name or a path to a prior file:
-    goose.engine.core.acceptance_prior.find_prior; none found: the hand priors above), "hand": the hand
-    priors; the config records the prior that ran."""
+    goose.engine.core.acceptance_prior.find_prior; none found: the hand priors above), "auto" (the default)
+    the prior of the run's model (goose.harness.compose.drafter_spec), "hand": the hand priors; the config
+    records the prior that ran."""
 
     owner = "HwTreeDrafter"
     prefill_harvest: bool = False

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from goose.engine.budget.auto_budget import AutoBudgetSettings
 from goose.engine.budget.draft_gate import DraftGateConfig
+from goose.engine.core.acceptance_prior import AUTO
 from goose.engine.core.drafter import Drafter
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.verifier import VerificationEngine
@@ -98,11 +99,24 @@ def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
     return (None if limit is None else int(limit)), int(max_new)
 
 
+def drafter_spec(cfg: DictConfig) -> Any:
+    """`cfg.method.drafter` with the run's model put in place of an `acceptance_prior` of "auto" (hw_tree's
+    and OPT-Tree's default: their estimators start from the prior calibrated on the model being run,
+    goose.engine.core.acceptance_prior; none shipped for it: the hand prior)."""
+    spec = cfg.method.drafter
+    if spec.get("acceptance_prior") != AUTO or not cfg.get("model") or not cfg.model.get("name"):
+        return spec
+    resolved = OmegaConf.to_container(spec, resolve=True)
+    resolved["acceptance_prior"] = str(cfg.model.name)
+    return OmegaConf.create(resolved)
+
+
 def build_drafter(cfg: DictConfig) -> Drafter:
-    """The drafter of `cfg.method.drafter`, checked against `sampling.verifier` (`new_drafter`)."""
+    """The drafter of `cfg.method.drafter` (`drafter_spec`), checked against `sampling.verifier`
+    (`new_drafter`)."""
     node = cfg.get("sampling") or {}
     return new_drafter(
-        cfg.method.name, cfg.method.drafter, node.get("verifier", "auto"), node.get("temperature", 0.0)
+        cfg.method.name, drafter_spec(cfg), node.get("verifier", "auto"), node.get("temperature", 0.0)
     )
 
 
@@ -315,7 +329,7 @@ class RunSettings:
         sampling, plan = sampling_settings(cfg)
         return cls(
             method=str(cfg.method.name),
-            drafter=cfg.method.drafter,
+            drafter=drafter_spec(cfg),
             model=OmegaConf.to_container(cfg.model, resolve=True),
             engine=engine_settings(cfg),
             bench=OmegaConf.to_container(cfg.bench, resolve=True),

@@ -16,9 +16,10 @@ from goose.validation import (
     check_str,
 )
 
-# goose.engine.core.acceptance_prior.HAND, restated: this module stays off the engine (analysis reads it);
-# tests/method/test_config.py checks the two agree.
+# goose.engine.core.acceptance_prior.HAND and AUTO, restated: this module stays off the engine (analysis reads
+# it); tests/method/test_config.py checks the two agree.
 HAND = "hand"
+AUTO = "auto"
 COMPAT_MODES = ("harness", "authors")  # goose.method.compat: the official implementation's choices
 COMPAT_WHY = "harness: this harness's Goose; authors: the official implementation's choices"
 
@@ -93,9 +94,12 @@ class ContextMatchConfig(CandidatePoolConfig):
 class CalibratedPriorConfig(ContextMatchConfig):
     """A context-matching drafter whose acceptance estimates may start from a calibrated prior
     (`acceptance_prior`: a model or family name, a prior's name or file, goose.engine.core.acceptance_prior;
-    "hand": the drafter's hand priors, the default, left out of `as_dict` to keep earlier config hashes)."""
+    "auto", the default: the run's model's prior, which the harness puts in its place when it composes the
+    drafter with a configured model (goose.harness.compose), the hand priors where no model is known;
+    "hand": the drafter's hand priors). An unresolved "auto" and "hand" run the same computation and are left
+    out of `as_dict`, keeping the config hashes of the hand prior's rows."""
 
-    acceptance_prior: str = HAND
+    acceptance_prior: str = AUTO
 
     def _validate(self) -> None:
         super()._validate()
@@ -107,7 +111,7 @@ class CalibratedPriorConfig(ContextMatchConfig):
 
     def as_dict(self) -> dict[str, Any]:
         out = super().as_dict()
-        if self.acceptance_prior == HAND:
+        if self.acceptance_prior in (HAND, AUTO):
             del out["acceptance_prior"]
         return out
 

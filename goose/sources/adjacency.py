@@ -174,7 +174,9 @@ class AdjacencyTable:
         otherwise be most of such a step's bookkeeping."""
         logits = logits.reshape(-1, logits.shape[-1])
         if logits.shape != (1, self.vocab_size):
-            raise ValueError(f"update_one takes one row of {self.vocab_size} logits, got {tuple(logits.shape)}")
+            raise ValueError(
+                f"update_one takes one row of {self.vocab_size} logits, got {tuple(logits.shape)}"
+            )
         ids, scores = self._topk_to_host(logits)
         self._ids[token] = ids[0]
         if self._scores is not None:

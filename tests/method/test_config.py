@@ -10,13 +10,15 @@ from goose.engine.core import acceptance_prior
 from goose.method import config
 
 
-def test_the_hand_prior_name_is_the_engines():
-    assert config.HAND == acceptance_prior.HAND
+def test_the_prior_names_are_the_engines():
+    assert (config.HAND, config.AUTO) == (acceptance_prior.HAND, acceptance_prior.AUTO)
 
 
 @pytest.mark.parametrize("cls", [HwTreeConfig, OptTreeConfig])
-def test_acceptance_prior_is_checked_and_left_out_of_the_config_at_its_default(cls):
-    assert "acceptance_prior" not in cls().as_dict()  # earlier rows' config hashes stay
+def test_acceptance_prior_is_checked_and_left_out_of_the_config_where_it_runs_the_hand_prior(cls):
+    assert cls().acceptance_prior == config.AUTO  # the run's model's prior, resolved by the harness
+    assert "acceptance_prior" not in cls().as_dict()  # unresolved: the hand prior's config hash
+    assert "acceptance_prior" not in cls(acceptance_prior="hand").as_dict()
     assert cls(acceptance_prior="smollm2-135m").as_dict()["acceptance_prior"] == "smollm2-135m"
     with pytest.raises(ValueError, match=r"\.acceptance_prior = 3"):
         cls(acceptance_prior=3)

@@ -40,6 +40,7 @@ FORMAT = "goose-acceptance-prior"
 VERSION = 1
 PRIORS_DIR = Path(__file__).resolve().parents[2] / "data" / "priors"  # shipped in the package
 HAND = "hand"  # the name a config records where the hand prior runs
+AUTO = "auto"  # "the run's model's prior": the harness puts the model's name in its place; unresolved, hand
 POOLED = "all"  # the section of every method's counts together
 DEFAULT_CAP = 20.0  # pseudo-observations of a calibrated cell, at most
 PROVENANCE_FIELDS = (
@@ -307,9 +308,9 @@ def shipped_priors(folder: Path = PRIORS_DIR) -> tuple[AcceptancePrior, ...]:
 
 def find_prior(model: str | None, folder: Path = PRIORS_DIR) -> AcceptancePrior | None:
     """The prior for `model`: a prior file if `model` is a path ending in .json; else the shipped prior
-    named `model` or calibrated on it; else one of its family (`model_family`); None for None, '' or
-    'hand', and where none is shipped (the hand prior runs)."""
-    if not model or model == HAND:
+    named `model` or calibrated on it; else one of its family (`model_family`); None for None, '',
+    'hand', an unresolved 'auto' (no model known) and where none is shipped (the hand prior runs)."""
+    if not model or model in (HAND, AUTO):
         return None
     if model.endswith(".json"):
         return read_prior(Path(model).expanduser())

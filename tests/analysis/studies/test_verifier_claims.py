@@ -11,8 +11,8 @@ from analysis.studies.verifier_claims.claims import (
     claims_table,
     depth_effects,
     drafter_and_shape,
-    model_label,
     exact_rows,
+    model_label,
     verdict,
 )
 from goose.records.results import append_row
@@ -87,7 +87,10 @@ def test_top_p_rows_are_their_own_setting(tmp_path):
     for prompt in (1, 2):
         append_row(path, {**row("stand", "tree", prompt, 4, {"rrs": 4.0, "traversal": 6.0}), "top_p": 0.9})
     table = [r for r in claims_table(exact_rows(tmp_path)) if r[3] == "Traversal ≥ RRS on trees"]
-    assert [(r[1], r[4], r[5]) for r in table] == [("0.6, top-p 0.9", "2", "+25.00%"), ("0.6", "2", "+10.00%")]
+    assert [(r[1], r[4], r[5]) for r in table] == [
+        ("0.6, top-p 0.9", "2", "+25.00%"),
+        ("0.6", "2", "+10.00%"),
+    ]
 
 
 def test_model_label_names_the_dtype():
