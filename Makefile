@@ -12,13 +12,13 @@ RECORDS ?=
 # make bench: the canonical protocol (5 offline benchmarks x 20 prompts, 128 tokens, 3 interleaved
 # repeats, every contender's place rotated, engine AR's included), rows into
 # $(BENCH_OUT)/repeat<k>/<model>/<bench>.jsonl.xz (resumable: the same command goes on, with the same
-# code). PROTOCOL_VERSION grows when the protocol changes; the README's results block reads the newest
-# run per (model, dtype). A run of your own: `make bench BENCH_ARGS="--limit 5 --repeats 3"
+# code). PROTOCOL_VERSION grows with each canonical run of new code (a folder never mixes code states); the
+# README's results block reads the newest run per (model, dtype). A run of your own: `make bench BENCH_ARGS="--limit 5 --repeats 3"
 # BENCH_OUT=results/runs/bench/short`.
 THREADS ?= 2
 BENCH_MODEL ?= smollm2-135m
 BENCH_DTYPE ?= bfloat16
-PROTOCOL_VERSION ?= 2
+PROTOCOL_VERSION ?= 4
 BENCH_OUT ?= results/protocol/$(BENCH_MODEL)-$(BENCH_DTYPE)-v$(PROTOCOL_VERSION)
 BENCH_RESULTS ?= results/runs/bench
 BENCH_ARGS ?= --limit 20 --repeats 3

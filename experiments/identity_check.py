@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-LATENCY = ROOT / "results" / "protocol" / "smollm2-135m-bfloat16-v1" / "budget_latency.json"
+# one fixed latency table (a bf16 protocol run's), so that the sizes budget=auto picks compare across trees
+LATENCY = ROOT / "experiments" / "data" / "identity_check_latency.json"
 CELLS = {
     "model": "smollm2-135m",
     "dtype": "float32",

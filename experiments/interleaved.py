@@ -1,5 +1,5 @@
 """Contenders side by side in one process on the same prompts, each prompt run with a fresh drafter and sizer
-(a fresh process's state), the contenders' order rotated every round; engine AR (`ar`) is a contender and
+(a fresh process's state; or one per benchmark, its state learnt over the benchmark's prompts), the contenders' order rotated every round; engine AR (`ar`) is a contender and
 the reference. Shared by the step-cost and prior studies (experiments.failed_step, experiments.prior_effect).
 """
 
@@ -29,9 +29,16 @@ def interleaved_runs(
     repeats: int,
     max_new_tokens: int,
     log: Callable[[str], None] = print,
+    state_per: int | None = None,
 ) -> Runs:
     """Every contender of `makers` on every prompt, `repeats` rounds; round r starts the order at contender
-    r (mod their number). Each contender's code path runs once on the first prompt first, untimed."""
+    r (mod their number). Each contender's code path runs once on the first prompt first, untimed.
+    `state_per`: None, a fresh drafter and sizer per prompt (a fresh process's first prompt); k, one per k
+    consecutive prompts of a round, its state learnt over them (as `make bench` keeps one per results file)."""
+    if state_per is not None and state_per < 1:
+        raise ValueError(
+            f"state_per = {state_per}: must be ≥ 1 prompts (or None: a fresh drafter per prompt)"
+        )
     names = list(makers)
     for make in makers.values():
         sp = make()
@@ -41,9 +48,12 @@ def interleaved_runs(
     for r in range(repeats):
         order = names[r % len(names) :] + names[: r % len(names)]
         done: dict[str, list[Generation]] = {n: [] for n in names}
-        for ids in prompt_ids:
+        live: dict[str, Speculator] = {}
+        for i, ids in enumerate(prompt_ids):
             for n in order:
-                sp = makers[n]()
+                if state_per is None or i % state_per == 0:
+                    live[n] = makers[n]()
+                sp = live[n]
                 done[n].append(generate(engine, sp.drafter, ids, max_new_tokens, sizer=sp.sizer))
         for n in names:
             runs[n].append(done[n])

@@ -91,6 +91,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     add_common_args(ap, METHODS, "results/studies/priors")
     ap.add_argument("--benches", default="humaneval,gsm8k,mtbench")
     ap.add_argument("--limit", type=int, default=4, help="the first prompts of each benchmark")
+    ap.add_argument(
+        "--run-long",
+        action="store_true",
+        help="one drafter and sizer per benchmark and round, learning over its prompts (as make bench), "
+        "instead of a fresh one per prompt",
+    )
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -106,10 +112,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"experiments.prior_effect: expected {args.limit} prompts per benchmark, got {len(prompts)}"
         )
     makers = arms(args.model, engine, args.methods.split(","))
-    runs = interleaved_runs(engine, [p.ids for p in prompts], makers, args.repeats, args.max_new_tokens)
+    state_per = args.limit if args.run_long else None
+    runs = interleaved_runs(
+        engine, [p.ids for p in prompts], makers, args.repeats, args.max_new_tokens, state_per=state_per
+    )
     summary = {"arms": summarize(runs, benches)}
     print(table(summary["arms"], benches))
-    path = Path(args.out) / f"{args.model}-{args.dtype}.json"
+    path = Path(args.out) / f"{args.model}-{args.dtype}{'-run_long' if args.run_long else ''}.json"
     write_record(
         summary, args, [p.prompt_id for p in prompts], engine_latency(engine).meta.get("device"), path
     )
