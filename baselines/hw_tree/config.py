@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from goose.method.config import CalibratedPriorConfig, GooseConfig
+from goose.method.config import HAND, CalibratedPriorConfig, GooseConfig
 from goose.validation import check_bool, check_float, check_int, check_positive
 
 
@@ -27,11 +27,13 @@ class HwTreeConfig(CalibratedPriorConfig):
     a node whose token has no table row gains g (RowValue), starting at `row_prior` tokens per row with
     the weight of `row_prior_rows` rows. `acceptance_prior`: a calibrated prior to start the estimator from
     where it has evidence (a model or family name, a prior's name or a path to a prior file:
-    goose.engine.core.acceptance_prior.find_prior; none found: the hand priors above), "auto" (the default)
-    the prior of the run's model (goose.harness.compose.drafter_spec), "hand": the hand priors; the config
-    records the prior that ran."""
+    goose.engine.core.acceptance_prior.find_prior; none found: the hand priors above), "auto" the prior of
+    the run's model (goose.harness.compose.drafter_spec), "hand" (the default: over a run of many prompts the
+    calibrated prior left hw_tree's trees larger and their τ lower, results/studies/priors/) the hand
+    priors; the config records the prior that ran."""
 
     owner = "HwTreeDrafter"
+    acceptance_prior: str = HAND
     prefill_harvest: bool = False
     ngram_lengths: tuple[int, ...] = (5, 4, 3, 2, 1)
     extend_chain: bool = True

@@ -1,4 +1,4 @@
-"""hw_tree's and OPT-Tree's `acceptance_prior=auto` (their default): composed with a configured model, the
+"""hw_tree's and OPT-Tree's `acceptance_prior=auto` (OPT-Tree's default): composed with a configured model, the
 drafter's estimator starts from the prior calibrated on that model (goose/data/priors/), which changes its
 acceptance estimates; `hand`, a method without the field and a transformers model keep the hand prior."""
 
@@ -25,11 +25,18 @@ def estimates(d) -> np.ndarray:
 @pytest.mark.parametrize("method", ["hw_tree", "opt_tree"])
 @pytest.mark.parametrize("model", ["smollm2-135m", "gemma3-270m"])
 def test_auto_starts_from_the_models_calibrated_prior(method, model):
-    auto = drafter(f"model={model}", f"method={method}")
+    auto = drafter(f"model={model}", f"method={method}", "method.drafter.acceptance_prior=auto")
     hand = drafter(f"model={model}", f"method={method}", "method.drafter.acceptance_prior=hand")
     assert auto.config()["acceptance_prior"] == f"{model}-bfloat16"  # the shipped prior's name
     assert "acceptance_prior" not in hand.config()
     assert not np.allclose(estimates(auto), estimates(hand))  # the prior changes the estimates
+
+
+def test_the_defaults_opt_tree_from_the_models_prior_hw_tree_from_the_hand_prior():
+    assert (
+        drafter("model=gemma3-270m", "method=opt_tree").config()["acceptance_prior"] == "gemma3-270m-bfloat16"
+    )
+    assert "acceptance_prior" not in drafter("model=gemma3-270m", "method=hw_tree").config()
 
 
 def test_a_job_instantiates_the_resolved_spec():
@@ -46,6 +53,6 @@ def test_an_explicit_prior_is_kept():
 
 def test_a_transformers_model_keeps_the_hand_prior():
     # no conf/model: the default model's prior would be another model's
-    assert "acceptance_prior" not in build_drafter(method_config("hw_tree")).config()
+    assert "acceptance_prior" not in build_drafter(method_config("opt_tree")).config()
     chosen = build_drafter(method_config("opt_tree", {"acceptance_prior": "gemma3-270m"}))
     assert chosen.config()["acceptance_prior"] == "gemma3-270m-bfloat16"

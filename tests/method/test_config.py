@@ -16,7 +16,8 @@ def test_the_prior_names_are_the_engines():
 
 @pytest.mark.parametrize("cls", [HwTreeConfig, OptTreeConfig])
 def test_acceptance_prior_is_checked_and_left_out_of_the_config_where_it_runs_the_hand_prior(cls):
-    assert cls().acceptance_prior == config.AUTO  # the run's model's prior, resolved by the harness
+    default = {HwTreeConfig: config.HAND, OptTreeConfig: config.AUTO}[cls]  # auto: resolved by the harness
+    assert cls().acceptance_prior == default
     assert "acceptance_prior" not in cls().as_dict()  # unresolved: the hand prior's config hash
     assert "acceptance_prior" not in cls(acceptance_prior="hand").as_dict()
     assert cls(acceptance_prior="smollm2-135m").as_dict()["acceptance_prior"] == "smollm2-135m"
