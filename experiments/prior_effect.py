@@ -6,7 +6,7 @@ drafter and sizer per prompt, the order rotated every round).
 Arms per method: `<m>:hand` (every estimate from the hand prior), `<m>:auto` (budget=auto's size rule from the
 model's prior, as `run.py` runs it by default) and, for the drafters that size with their own estimator
 (OPT-Tree, hw_tree; `acceptance_prior` in their config), `<m>:prior` (that estimator from the model's prior
-too: their `run.py` default; their `:auto` arm keeps it on the hand prior). hw_tree sizes itself, so its
+too: OPT-Tree's `run.py` default; their `:auto` arm keeps it on the hand prior). hw_tree sizes itself, so its
 `:auto` arm is its `:hand` arm and is not run.
 
     python -m experiments.prior_effect --model smollm2-135m --dtype bfloat16 --threads 2 \\

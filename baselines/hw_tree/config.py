@@ -28,9 +28,8 @@ class HwTreeConfig(CalibratedPriorConfig):
     the weight of `row_prior_rows` rows. `acceptance_prior`: a calibrated prior to start the estimator from
     where it has evidence (a model or family name, a prior's name or a path to a prior file:
     goose.engine.core.acceptance_prior.find_prior; none found: the hand priors above), "auto" the prior of
-    the run's model (goose.harness.compose.drafter_spec), "hand" (the default: over a run of many prompts the
-    calibrated prior left hw_tree's trees larger and their τ lower, results/studies/priors/) the hand
-    priors; the config records the prior that ran."""
+    the run's model (goose.harness.compose.drafter_spec), "hand" (the default; results/studies/priors/
+    says why) the hand priors; the config records the prior that ran."""
 
     owner = "HwTreeDrafter"
     acceptance_prior: str = HAND

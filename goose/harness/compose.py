@@ -100,9 +100,9 @@ def effective_sizes(cfg: DictConfig) -> tuple[int | None, int]:
 
 
 def drafter_spec(cfg: DictConfig) -> Any:
-    """`cfg.method.drafter` with the run's model put in place of an `acceptance_prior` of "auto" (hw_tree's
-    and OPT-Tree's default: their estimators start from the prior calibrated on the model being run,
-    goose.engine.core.acceptance_prior; none shipped for it: the hand prior)."""
+    """`cfg.method.drafter` with the run's model put in place of an `acceptance_prior` of "auto" (OPT-Tree's
+    default, hw_tree's on request: the drafter's estimator starts from the prior calibrated on the model
+    being run, goose.engine.core.acceptance_prior; none shipped for it: the hand prior)."""
     spec = cfg.method.drafter
     if spec.get("acceptance_prior") != AUTO or not cfg.get("model") or not cfg.model.get("name"):
         return spec
