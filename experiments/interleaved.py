@@ -1,6 +1,7 @@
 """Contenders side by side in one process on the same prompts, each prompt run with a fresh drafter and sizer
-(a fresh process's state; or one per benchmark, its state learnt over the benchmark's prompts), the contenders' order rotated every round; engine AR (`ar`) is a contender and
-the reference. Shared by the step-cost and prior studies (experiments.failed_step, experiments.prior_effect).
+(a fresh process's state; or one per benchmark, its state learnt over the benchmark's prompts), the
+contenders' order rotated every round; engine AR (`ar`) is a contender and the reference. Shared by the
+step-cost and prior studies (experiments.failed_step, experiments.prior_effect).
 """
 
 from __future__ import annotations

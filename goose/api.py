@@ -9,6 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from goose.method.config import AUTO, HAND
 from goose.validation import check_choice, check_int
 
 
@@ -79,8 +80,8 @@ def method_config(
             drafter[key] = value
     if model is None:
         check_model_free(cfg.method)
-        if drafter.get("acceptance_prior") == "auto":  # no configured model: no calibrated prior to take
-            drafter.acceptance_prior = "hand"
+        if drafter.get("acceptance_prior") == AUTO:  # no configured model: no calibrated prior to take
+            drafter.acceptance_prior = HAND
     try:
         check_config(cfg)
     except UserError as exc:
