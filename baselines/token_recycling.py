@@ -146,6 +146,11 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
             "persistent_table": self.persistent_table,
         }
 
+    @property
+    def logits_topk(self) -> int:  # type: ignore[override]
+        """The table's K: the engine hands every verified node's top-K over (`VerifyOutcome.top`)."""
+        return self.k
+
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         """Allocate the table on the first prompt; keep it unless `persistent_table` is off (no prefill
         harvest either way)."""
@@ -171,4 +176,4 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         if self.table is not None:
-            self.table.update(tree.tokens, outcome.logits)
+            self.table.update(tree.tokens, outcome.logits, top=outcome.top)

@@ -104,6 +104,8 @@ class AcceptanceEstimator(DecayedCounts):
         if calibrated is not None:
             self._calibrate(calibrated)
         self._table: list[float] | None = None
+        self._memo: dict[int, float] = {}  # rate(cell) since the last update
+        self._flat_prior: tuple[list[float], ...] | None = None  # `_prepare`
 
     def _calibrate(self, table: PriorTable) -> None:
         """The calibrated prior in place of the hand one: a fine cell's mean and strength from `table` where
@@ -123,6 +125,7 @@ class AcceptanceEstimator(DecayedCounts):
         self.coarse_prior, self.coarse_strength = coarse_mean, np.where(seen_c, strength_c, s)
         self.ratio_base = np.where(seen, coarse_mean[..., None], hand_coarse[..., None])
         self.prior_name = table.name
+        self._flat_prior = None
 
     def cell_prior(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, strength) per fine cell of the prior it starts from (its rate before any evidence)."""
@@ -150,22 +153,60 @@ class AcceptanceEstimator(DecayedCounts):
             self._table = np.clip(fine, 0.0, 1.0).reshape(-1).tolist()
         return self._table
 
+    def _prepare(self) -> tuple[list[float], ...]:
+        """The prior's per-cell terms as flat lists (fine prior, anchor ratio, fine strength; coarse prior and
+        strength per (mask, depth)), for `rate`."""
+        if self._flat_prior is None:
+            shape = self.fine_prior.shape
+            self._flat_prior = (
+                self.fine_prior.reshape(-1).tolist(),
+                np.broadcast_to(self.ratio_base, shape).reshape(-1).tolist(),
+                np.broadcast_to(np.asarray(self.fine_strength, dtype=float), shape).reshape(-1).tolist(),
+                self.coarse_prior.reshape(-1).tolist(),
+                np.broadcast_to(np.asarray(self.coarse_strength, dtype=float), shape[:2])
+                .reshape(-1)
+                .tolist(),
+            )
+        return self._flat_prior
+
+    def rate(self, cell: int) -> float:
+        """`table()[cell]`, the same arithmetic on one cell, kept until the next update: a step's tree reads a
+        few dozen cells, so it never pays for the whole table."""
+        r = self._memo.get(cell)
+        if r is not None:
+            return r
+        fine_prior, ratio, s_f, coarse_prior, s_c = self._prepare()
+        reached, accepted = self.reached.reshape(-1), self.accepted.reshape(-1)
+        c = cell // CONF_BINS
+        lo = c * CONF_BINS
+        reach_c = acc_c = 0.0
+        for i in range(lo, lo + CONF_BINS):
+            reach_c += reached.item(i)
+            acc_c += accepted.item(i)
+        coarse = (acc_c + s_c[c] * coarse_prior[c]) / (reach_c + s_c[c])
+        anchor = min(max(coarse * fine_prior[cell] / ratio[cell], 1e-4), 1.0)
+        r = (accepted.item(cell) + s_f[cell] * anchor) / (reached.item(cell) + s_f[cell])
+        r = self._memo[cell] = min(max(r, 0.0), 1.0)
+        return r
+
     def update(self, cells: list[int], reached: list[bool], hit: list[bool]) -> None:
         """One verified tree: per drafted node its cell, whether its parent was accepted, whether it was;
         the counts age one step first."""
         self.age()
-        reach, hits = [], []
+        counts = [self.reached.reshape(-1), self.accepted.reshape(-1)]
+        totals = None
+        if self.total_reached is not None and self.total_accepted is not None:
+            totals = [self.total_reached.reshape(-1), self.total_accepted.reshape(-1)]
         for c, r, h in zip(cells, reached, hit, strict=True):
             if r:
-                reach.append(c)
+                counts[0][c] += 1.0
                 if h:
-                    hits.append(c)
-        shape = self.reached.shape
-        self.add(
-            np.unravel_index(np.asarray(reach, dtype=np.int64), shape),
-            np.unravel_index(np.asarray(hits, dtype=np.int64), shape),
-        )
+                    counts[1][c] += 1.0
+                if totals is not None:
+                    totals[0][c] += 1.0
+                    totals[1][c] += float(h)
         self._table = None
+        self._memo.clear()
 
     def state(self) -> dict[str, np.ndarray]:
         return {"reached": self.reached.copy(), "accepted": self.accepted.copy()}
@@ -173,6 +214,7 @@ class AcceptanceEstimator(DecayedCounts):
     def restore(self, state: dict[str, np.ndarray]) -> None:
         self.reached, self.accepted = state["reached"].copy(), state["accepted"].copy()
         self._table = None
+        self._memo.clear()
 
 
 def calibration_bin(p: float) -> int:
@@ -290,6 +332,11 @@ class SizeOutcomes:
         """One verified tree: per node (anchor first) its predicted P(path accepted) and its row gain, in the
         tree's best-first order, and the accepted path (root first)."""
         b = len(values)
+        if b == 1:  # the anchor alone (an empty draft): one step, one node, no drafted node to count
+            sums, cost = self.sums, latency(1) if latency is not None else 0.0
+            for f, v in (("steps", 1), ("nodes", 1), ("half_nodes", 1), ("cost", cost), ("half_cost", cost)):
+                sums[f][0] += v
+            return
         half = (b + 1) // 2
         i = size_bucket(b)
         step = {

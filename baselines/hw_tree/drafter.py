@@ -107,7 +107,6 @@ class HwTreeDrafter(AdjacencyDrafter):
         self.run_rows: AdjacencyTable | None = None
         self._calib = Calibration()
         self._sizes = SizeOutcomes()
-        self._rates: list[float] = []
         self.last_pool: CandidatePool | None = None
         self.last_selection: Selection | None = None
         self._verified = 0  # nodes of the last selection that were proposed
@@ -174,7 +173,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         if not found.chain:
             return
         chain = self._context_chain(found)
-        pool.add_path(0, chain, CTX, [min(found.n, CONF_BINS) - 1] * len(chain))
+        pool.add_path(0, chain, CTX, [min(found.n, CONF_BINS) - 1] * len(chain), lazy=True)
         if not self.alt_matches:
             return
         tokens, n = self.matcher.tokens, found.n
@@ -183,7 +182,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         conts = [tokens[s + n : s + n + self.alt_chain] for s in others]
         conts = [c for c in conts if c]
         for cont, bins in zip(conts, occurrence_bins(chain[: self.alt_chain], conts), strict=True):
-            pool.add_path(0, cont, ALT, bins)
+            pool.add_path(0, cont, ALT, bins, lazy=True)
 
     def _add_suffix(self, pool: CandidatePool, committed: list[int]) -> None:
         if self.suffix_source is None:
@@ -227,7 +226,9 @@ class HwTreeDrafter(AdjacencyDrafter):
         return 0.0 if self.table.has_row(pool.tokens[node]) else self._row_gain
 
     def _rate(self, pool: CandidatePool, node: int) -> float:
-        return self._rates[AcceptanceEstimator.cell(pool.masks[node], pool.depths[node], pool.lead_bin(node))]
+        return self.estimator.rate(
+            AcceptanceEstimator.cell(pool.masks[node], pool.depths[node], pool.lead_bin(node))
+        )
 
     def propose(self, committed: list[int]) -> DraftTree:
         if self.table is None:
@@ -238,7 +239,6 @@ class HwTreeDrafter(AdjacencyDrafter):
         pool = CandidatePool.rooted(anchor)
         self._add_context(pool)
         self._add_suffix(pool, committed)
-        self._rates = self.estimator.table()
         self._from_explored = set()
         self._row_gain = self.row_value_model.gain() if self.row_value else 0.0
         stop_early = None if self.full_pool else self._latency
@@ -283,7 +283,7 @@ class HwTreeDrafter(AdjacencyDrafter):
             pool, at, node = entry
             alive = True
             while at + pool.depths[node] + 1 < len(tokens):
-                kids = pool.kids[node]
+                kids = pool.children(node)
                 if not kids:
                     alive = False
                     break
@@ -297,7 +297,7 @@ class HwTreeDrafter(AdjacencyDrafter):
                 if node < 0:
                     alive = False
                     break
-            if alive and pool.kids[node]:
+            if alive and pool.children(node):
                 entry[2] = node
                 keep.append(entry)
         self._pending = keep
@@ -308,6 +308,12 @@ class HwTreeDrafter(AdjacencyDrafter):
         accepted node's token leaves it (its row would exist anyway), and accepted nodes drafted from an
         explored row are that row's credit."""
         assert self.table is not None
+        if len(tree) == 1:  # the anchor alone: it writes no row only a rejected node wrote, and earns none
+            self._explored.discard(tree.tokens[0])
+            self.row_value_model.update(0, 0)
+            self.count("hw_rows_explored", 0)
+            self.count("hw_rows_credit", 0)
+            return
         accepted_tokens = {tree.tokens[i] for i in outcome.accepted_nodes}
         new_rows = {t for t in tree.tokens if not self.table.has_row(t)} - accepted_tokens
         self._explored = (self._explored - accepted_tokens) | new_rows

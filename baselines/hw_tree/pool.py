@@ -50,6 +50,8 @@ class CandidatePool:
     masks: list[int] = field(default_factory=list)
     bins: list[list[int]] = field(default_factory=list)
     kids: list[dict[int, int]] = field(default_factory=list)
+    # per node, the lazy paths still to be added under it: (tokens, source, bins, first index not yet added)
+    tails: dict[int, list[tuple[Sequence[int], int, Sequence[int], int]]] = field(default_factory=dict)
 
     @classmethod
     def rooted(cls, anchor: int) -> CandidatePool:
@@ -75,10 +77,33 @@ class CandidatePool:
         self.bins[node][source] = max(self.bins[node][source], bin_)
         return node
 
-    def add_path(self, parent: int, tokens: Sequence[int], source: int, bins: Sequence[int]) -> None:
-        """A chain of tokens under `parent`, one bin per token."""
-        for token, b in zip(tokens, bins, strict=True):
-            parent = self.add(parent, token, source, b)
+    def add_path(
+        self, parent: int, tokens: Sequence[int], source: int, bins: Sequence[int], lazy: bool = False
+    ) -> None:
+        """A chain of tokens under `parent`, one bin per token. lazy: only its first node now, each further one
+        when its parent's children are first asked for (`children`), so that the part of a long chain no
+        selection or labelling reaches costs nothing; the nodes, masks and bins reached are those of the
+        eager path, only their numbering differs."""
+        if len(tokens) != len(bins):
+            raise ValueError(f"add_path: {len(tokens)} tokens but {len(bins)} bins")
+        self._add_from(parent, tokens, source, bins, 0, lazy)
+
+    def _add_from(
+        self, parent: int, tokens: Sequence[int], source: int, bins: Sequence[int], start: int, lazy: bool
+    ) -> None:
+        end = min(start + 1, len(tokens)) if lazy else len(tokens)
+        for i in range(start, end):
+            parent = self.add(parent, tokens[i], source, bins[i])
+        if end < len(tokens):
+            self.tails.setdefault(parent, []).append((tokens, source, bins, end))
+
+    def children(self, node: int) -> dict[int, int]:
+        """`kids[node]` (token -> child), with the next node of every lazy path through `node` added first."""
+        tails = self.tails.pop(node, None)
+        if tails:
+            for tokens, source, bins, start in tails:
+                self._add_from(node, tokens, source, bins, start, True)
+        return self.kids[node]
 
     def add_tree(
         self, tokens: Sequence[int], parents: Sequence[int], source: int, bins: Sequence[int]
@@ -160,9 +185,9 @@ def select_best_first(
     heap: list[tuple[float, int, int, int, float]] = []
 
     def open_node(node: int, place: int) -> None:
+        kids = pool.children(node)  # the lazy paths' nodes first, then the expansion's
         if expand is not None:
             expand(pool, node)
-        kids = pool.kids[node]
         if not kids:
             return
         value = values[place]

@@ -38,6 +38,11 @@ class AdjacencyDrafter(Drafter):
     def needs_prefill_logits(self) -> bool:  # type: ignore[override]
         return self.prefill_harvest
 
+    @property
+    def logits_topk(self) -> int:  # type: ignore[override]
+        """The table's K: the engine hands every verified node's top-K over (`VerifyOutcome.top`)."""
+        return self.k
+
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         super().begin(prompt_ids, prefill_logits)
         vocab = prefill_logits.shape[-1]
@@ -59,7 +64,9 @@ class AdjacencyDrafter(Drafter):
     def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
         """A step without drafting: the anchor's logits into the table, with its bigram (as on the AR route)."""
         if self.table is not None:
-            self.table.update_from_tree(committed[-1:], [-1], outcome.logits, prev_of_anchor(committed))
+            self.table.update_from_tree(
+                committed[-1:], [-1], outcome.logits, prev_of_anchor(committed), outcome.top
+            )
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """Every node's logits into the table; the root's bigram (previous anchor, anchor) too,
@@ -68,4 +75,4 @@ class AdjacencyDrafter(Drafter):
             root_prev = self._prev_anchor
             if not self.rules.tree_root_bigram and self.route == "tree":
                 root_prev = None
-            self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, root_prev)
+            self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, root_prev, outcome.top)

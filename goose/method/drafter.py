@@ -62,6 +62,11 @@ class GooseDrafter(Drafter):
         return self.cfg.prefill_harvest
 
     @property
+    def logits_topk(self) -> int:  # type: ignore[override]
+        """The table's K: the engine hands every verified node's top-K over (`VerifyOutcome.top`)."""
+        return self.cfg.k
+
+    @property
     def carries_run_state(self) -> bool:  # type: ignore[override]
         return self.cfg.persistent_table
 
@@ -160,7 +165,7 @@ class GooseDrafter(Drafter):
         as on the AR route; no EMA update (no spine was verified)."""
         if self.table is not None:
             prev = int(committed[-2]) if len(committed) >= 2 else None
-            self.table.update_from_tree(committed[-1:], [-1], outcome.logits, prev)
+            self.table.update_from_tree(committed[-1:], [-1], outcome.logits, prev, outcome.top)
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """Adjacency update from every node; EMA and spine continuation after a spine tree. The root's bigram
@@ -171,7 +176,7 @@ class GooseDrafter(Drafter):
         root_prev = self._prev_anchor
         if not self.rules.tree_root_bigram and self.route in TREE_ROUTES:
             root_prev = None
-        self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, root_prev)
+        self.table.update_from_tree(tree.tokens, tree.parents, outcome.logits, root_prev, outcome.top)
         count_tree_shape(self, tree)  # shape_* counters of the verified tree (goose.method.tree_shape)
         spine_nodes = tree.sources.count(SPINE)  # L of the verified tree (it may have been cut)
         if self.route != "spine_tree" or spine_nodes == 0:

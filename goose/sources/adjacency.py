@@ -62,8 +62,7 @@ class AdjacencyTable:
         self._reset_bigram()
 
     def _reset_bigram(self) -> None:
-        self._bg_keys = np.empty(0, dtype=np.int64)  # sorted keys prev * V + tok
-        self._bg_slots = np.empty(0, dtype=np.int64)  # row of each key in the row store
+        self._bg_slot: dict[int, int] = {}  # key prev * V + tok -> its row in the row store
         self._bg_ids = np.zeros((0, self.width), dtype=np.int64)
         self._bg_scores = np.zeros((0, self.width), dtype=np.float32)
         self._bg_count = 0
@@ -137,10 +136,8 @@ class AdjacencyTable:
         given, else the unigram row; ([], []) if never seen; scores below `min_score` dropped."""
         row = None
         if self.use_bigram and prev is not None and prev >= 0 and self._bg_count:
-            key = prev * self.vocab_size + token
-            i = int(np.searchsorted(self._bg_keys, key))
-            if i < self._bg_keys.shape[0] and self._bg_keys[i] == key:
-                slot = self._bg_slots[i]
+            slot = self._bg_slot.get(prev * self.vocab_size + token)
+            if slot is not None:
                 ids = self._bg_ids[slot].tolist()
                 scores = self._bg_scores[slot].tolist() if self.use_scores else list(self._placeholder)
                 row = (ids, scores)
@@ -155,20 +152,34 @@ class AdjacencyTable:
             return row[0][:n], row[1][:n]
         return row
 
-    def _topk_to_host(self, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
-        """topk (and softmax over the K logits) on the logits' device, one transfer to the host (on the
-        CPU, the tensors' own memory: no packing)."""
+    def _topk_to_host(
+        self, logits: torch.Tensor, top: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """ids and scores (softmax over the K logits) of each row's top-K, on the host: from `top` (the
+        engine's sorted (values, indices) of these rows, `VerifyOutcome.top`) when it is at least K wide,
+        else topk on the logits' device; one transfer (on the CPU, the tensors' own memory: no packing)."""
         with torch.no_grad():
-            vals, idx = torch.topk(logits.detach(), self.width, dim=-1)
+            if top is not None and top[1].shape[-1] == self.width:
+                vals, idx = top
+            elif top is not None and top[1].shape[-1] > self.width:
+                vals, idx = top[0][:, : self.width], top[1][:, : self.width]
+            else:
+                vals, idx = torch.topk(logits.detach(), self.width, dim=-1)
             if not self.use_scores:
                 return idx.to("cpu", torch.long).numpy(), None
             scores = torch.softmax(vals.float(), dim=-1)
-            if logits.device.type == "cpu":
+            if vals.device.type == "cpu":
                 return idx.numpy(), scores.numpy()
             packed = torch.cat([idx.to(torch.float32), scores], dim=-1).cpu().numpy()
         return packed[:, : self.width].astype(np.int64), np.ascontiguousarray(packed[:, self.width :])
 
-    def update_one(self, token: int, logits: torch.Tensor, prev: int | None = None) -> None:
+    def update_one(
+        self,
+        token: int,
+        logits: torch.Tensor,
+        prev: int | None = None,
+        top: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> None:
         """`update` for a single position (the anchor of a step without drafting or with an empty draft):
         the same rows written, without the batch path's deduplication and merge, whose fixed costs would
         otherwise be most of such a step's bookkeeping."""
@@ -177,7 +188,7 @@ class AdjacencyTable:
             raise ValueError(
                 f"update_one takes one row of {self.vocab_size} logits, got {tuple(logits.shape)}"
             )
-        ids, scores = self._topk_to_host(logits)
+        ids, scores = self._topk_to_host(logits, top)
         self._ids[token] = ids[0]
         if self._scores is not None:
             self._scores[token] = scores[0]
@@ -185,14 +196,10 @@ class AdjacencyTable:
         if not self.use_bigram or prev is None or prev < 0:
             return
         key = prev * self.vocab_size + token
-        i = int(np.searchsorted(self._bg_keys, key))
-        if i < self._bg_keys.shape[0] and self._bg_keys[i] == key:
-            slot = int(self._bg_slots[i])
-        else:
-            slot = self._bg_count
+        slot = self._bg_slot.get(key)
+        if slot is None:
+            slot = self._bg_slot[key] = self._bg_count
             self._grow(slot + 1)
-            self._bg_keys = np.insert(self._bg_keys, i, key)
-            self._bg_slots = np.insert(self._bg_slots, i, slot)
             self._bg_count += 1
         self._bg_ids[slot] = ids[0]
         if scores is not None:
@@ -203,9 +210,10 @@ class AdjacencyTable:
         tokens: torch.Tensor | Sequence[int],
         logits: torch.Tensor,
         prev_tokens: torch.Tensor | Sequence[int] | None = None,
+        top: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
         """Overwrite row tokens[i] with topk(logits[i]) for every i; prev_tokens[i] (−1: none) keys the bigram
-        tier. Duplicates: the last position wins."""
+        tier. Duplicates: the last position wins. `top`: the logits' sorted top-K, if the engine has it."""
         logits = logits.reshape(-1, logits.shape[-1])
         if logits.shape[-1] != self.vocab_size:
             raise ValueError(f"logits have {logits.shape[-1]} columns, table vocab is {self.vocab_size}")
@@ -220,9 +228,9 @@ class AdjacencyTable:
             if prev.shape[0] != tok.shape[0]:
                 raise ValueError(f"{prev.shape[0]} prev tokens but {tok.shape[0]} tokens")
         if tok.shape[0] == 1:  # a step without drafting, or an empty draft: the anchor alone
-            self.update_one(int(tok[0]), logits, None if prev is None else int(prev[0]))
+            self.update_one(int(tok[0]), logits, None if prev is None else int(prev[0]), top)
             return
-        ids, scores = self._topk_to_host(logits)
+        ids, scores = self._topk_to_host(logits, top)
 
         last = last_occurrence(tok)
         rows = tok[last]
@@ -243,30 +251,21 @@ class AdjacencyTable:
                 )
 
     def _bigram_write(self, keys: np.ndarray, ids: np.ndarray, scores: np.ndarray | None) -> None:
-        """Overwrite / insert rows for sorted, distinct `keys` (vectorised merge into the store)."""
-        m = self._bg_keys.shape[0]
-        pos = np.searchsorted(self._bg_keys, keys)
-        hit = np.zeros(keys.shape[0], dtype=bool)
-        inside = pos < m
-        hit[inside] = self._bg_keys[pos[inside]] == keys[inside]
-        slots = self._bg_slots[pos[hit]]
-        self._bg_ids[slots] = ids[hit]
+        """Overwrite / insert rows for sorted, distinct `keys` (new keys take the next rows, in key order)."""
+        slots = np.empty(keys.shape[0], dtype=np.int64)
+        count = self._bg_count
+        index = self._bg_slot
+        for j, key in enumerate(keys.tolist()):
+            slot = index.get(key)
+            if slot is None:
+                slot = index[key] = count
+                count += 1
+            slots[j] = slot
+        self._grow(count)
+        self._bg_count = count
+        self._bg_ids[slots] = ids
         if scores is not None:
-            self._bg_scores[slots] = scores[hit]
-
-        miss = ~hit
-        n_new = int(miss.sum())
-        if n_new == 0:
-            return
-        new_slots = np.arange(self._bg_count, self._bg_count + n_new, dtype=np.int64)
-        self._grow(self._bg_count + n_new)
-        self._bg_ids[new_slots] = ids[miss]
-        if scores is not None:
-            self._bg_scores[new_slots] = scores[miss]
-        # pos is non-decreasing and keys ascending, so inserting before pos keeps the keys sorted
-        self._bg_keys = np.insert(self._bg_keys, pos[miss], keys[miss])
-        self._bg_slots = np.insert(self._bg_slots, pos[miss], new_slots)
-        self._bg_count += n_new
+            self._bg_scores[slots] = scores
 
     def _grow(self, needed: int) -> None:
         cap = self._bg_ids.shape[0]
@@ -287,15 +286,19 @@ class AdjacencyTable:
         parents: Sequence[int],
         logits: torch.Tensor,
         prev_anchor: int | None = None,
+        top: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
         """Update from a verification forward over a tree, rejected nodes included (`prev_anchor`: the root's
-        bigram predecessor)."""
+        bigram predecessor; `top`: the engine's top-K of the logits, `VerifyOutcome.top`)."""
+        if len(tokens) == 1:  # the anchor alone
+            self.update_one(int(tokens[0]), logits, prev_anchor if self.use_bigram else None, top)
+            return
         prev = None
         if self.use_bigram:
             tok = np.asarray(tokens, dtype=np.int64)
             prev = tok[np.maximum(np.asarray(parents, dtype=np.int64), 0)]
             prev[0] = -1 if prev_anchor is None else prev_anchor
-        self.update(tokens, logits, prev)
+        self.update(tokens, logits, prev, top)
 
     def update_from_prefill(self, prompt_ids: Sequence[int], logits: torch.Tensor) -> None:
         """Prefill harvest (Goose App. C.1): row prompt[i] ← topk(logits[i]), bigram key (prompt[i−1],

@@ -36,6 +36,7 @@ from baselines.hw_tree.pool import (
     occurrence_bins,
     select_best_first,
 )
+from goose.engine.core.acceptance_prior import load_prior
 from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.tree import BRANCH, ROOT, SPINE
 from tests.conftest import method_config
@@ -697,3 +698,88 @@ def test_drafter_counts_its_size_outcomes_greedy_only():
     sampled.observe(tree, outcome_for(tree, [0, 1]))
     sampled.end()
     assert sum(sampled.stats["hw_size_steps"]) == 0  # a smaller prefix's walk is not read off a sample
+
+
+@pytest.mark.parametrize("decay, calibrated", [(1.0, False), (0.9, False), (0.99, True)])
+def test_estimator_rate_is_the_table_cell_by_cell(decay, calibrated):
+    """`rate(cell)`, computed on demand for the cells a tree reads, is `table()[cell]` to the bit, before and
+    after updates (with forgetting) and a restore, with the hand prior and a shipped calibrated one; a memo
+    that outlived an update would fail."""
+    prior = source_priors(0.3, 0.8, 0.9, 0.8, 0.5)
+    table = load_prior("smollm2-135m", "hw_tree", "hw_tree") if calibrated else None
+    assert table is not None or not calibrated
+    est = AcceptanceEstimator(prior, prior_strength=2.0, decay=decay, chain_gain=0.7, calibrated=table)
+    n = len(est.table())
+    rng = random.Random(3)
+    assert [est.rate(c) for c in range(n)] == est.table()
+    for _ in range(40):
+        cells = [rng.randrange(n) for _ in range(25)]
+        reached = [rng.random() < 0.8 for _ in cells]
+        est.update(cells, reached, [r and rng.random() < 0.4 for r in reached])
+        probe = rng.sample(range(n), 50)
+        assert [est.rate(c) for c in probe] == [est.table()[c] for c in probe]
+    saved = est.state()
+    est.update(list(range(0, n, 7)), [True] * len(range(0, n, 7)), [True] * len(range(0, n, 7)))
+    moved = est.rate(0)
+    est.restore(saved)
+    assert est.rate(0) != moved and [est.rate(c) for c in range(n)] == est.table()
+
+
+def _token_paths(pool: CandidatePool, order: list[int]) -> list[tuple[int, ...]]:
+    out = []
+    for node in order:
+        path = []
+        while node > 0:
+            path.append(pool.tokens[node])
+            node = pool.parents[node]
+        out.append(tuple(reversed(path)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_lazy_paths_select_and_label_what_eager_paths_do(seed):
+    """Chains added lazily (`add_path(..., lazy=True)`: one node now, the rest as the selection opens them)
+    give the selection the same nodes, masks, bins and values, in the same order, as chains added whole,
+    with a tree source and an expansion mixed in; a node reached later has the same children either way. A
+    lazy pool that left out a tail's next node, or lost another source's bit on a shared node, would fail."""
+    rng = random.Random(seed)
+    paths = []
+    for _ in range(rng.randint(1, 6)):
+        base = rng.choice([[], [1], [1, 2], [3]])
+        tail = [rng.randrange(1, 6) for _ in range(rng.randint(1, 12))]
+        paths.append(((base + tail)[:14], rng.choice([CTX, ALT]), rng.randrange(5)))
+    suffix = [(rng.randrange(1, 6), -1)]
+    for i in range(1, rng.randint(1, 8)):
+        suffix.append((rng.randrange(1, 6), rng.randrange(-1, i)))
+    rates = {}
+
+    def rate(pool: CandidatePool, node: int) -> float:
+        key = (pool.masks[node], pool.depths[node], pool.lead_bin(node))
+        return rates.setdefault(key, rng.random())
+
+    def expand(pool: CandidatePool, node: int) -> None:
+        if pool.depths[node] < 3:
+            pool.add(node, 7 + pool.depths[node], ADJ, 2)
+
+    def build(lazy: bool) -> CandidatePool:
+        pool = CandidatePool.rooted(0)
+        for tokens, source, b in paths:
+            pool.add_path(0, tokens, source, [b] * len(tokens), lazy=lazy)
+        pool.add_tree([t for t, _ in suffix], [p for _, p in suffix], SUF, [3] * len(suffix))
+        return pool
+
+    eager, lazy = build(False), build(True)
+    sels = [select_best_first(p, rate, 40, expand) for p in (eager, lazy)]
+    assert _token_paths(eager, sels[0].order) == _token_paths(lazy, sels[1].order)
+    assert sels[0].values == sels[1].values and sels[0].parents == sels[1].parents
+    for a, b in zip(sels[0].order, sels[1].order, strict=True):
+        assert (eager.masks[a], eager.bins[a]) == (lazy.masks[b], lazy.bins[b])
+        assert sorted(eager.children(a)) == sorted(lazy.children(b))
+
+
+def test_a_lazy_chain_costs_only_what_the_selection_reaches():
+    pool = CandidatePool.rooted(0)
+    pool.add_path(0, list(range(1, 31)), CTX, [4] * 30, lazy=True)
+    assert len(pool) == 2  # the anchor and the chain's first node
+    select_best_first(pool, lambda p, n: 0.9, 5)
+    assert len(pool) == 5  # the anchor and the 4 nodes selected: the last is never opened

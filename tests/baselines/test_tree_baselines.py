@@ -181,7 +181,7 @@ def test_iso_observe_updates_with_parent_tokens_as_prev() -> None:
     )
     drafter.observe(tree, VerifyOutcome(logits, [10, 12, 14], [0], [10]))
     table = drafter.table
-    assert table._bg_keys.tolist() == sorted([8 * vocab + 1, 1 * vocab + 4, 1 * vocab + 5])
+    assert sorted(table._bg_slot) == sorted([8 * vocab + 1, 1 * vocab + 4, 1 * vocab + 5])
     assert table.successors(1, prev=8, min_score=0.01)[0] == [10, 11]  # root: prev = committed[-2]
     assert table.successors(4, prev=1, min_score=0.01)[0] == [12, 13]
     assert table.successors(5, prev=1, min_score=0.01)[0] == [14, 15]

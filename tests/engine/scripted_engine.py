@@ -47,6 +47,7 @@ class ScriptedEngine:
         self.steps: Counter[int] = Counter()
         self.prefix_len = 0
         self.first_token: int | None = None
+        self.topk_width = 0
 
     def prefill(self, prompt: list[int], max_new_tokens: int) -> None:
         self.prefix_len, self.first_token = len(prompt), 1
@@ -55,7 +56,7 @@ class ScriptedEngine:
         n = len(tree)
         CLOCK["now"] += self.duration(n, self.steps[n])
         self.steps[n] += 1
-        return SimpleNamespace(logits=torch.zeros(n, 8))
+        return SimpleNamespace(logits=torch.zeros(n, 8), top=None)
 
     def truncate(self, prefix_len: int) -> None:
         self.prefix_len = prefix_len

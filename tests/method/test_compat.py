@@ -41,7 +41,7 @@ class Table:
         n = sum(1 for s in self.scores if s >= min_score)
         return self.ids[:n], self.scores[:n]
 
-    def update_from_tree(self, tokens, parents, logits, prev_anchor=None):
+    def update_from_tree(self, tokens, parents, logits, prev_anchor=None, top=None):
         self.root_prevs.append(prev_anchor)
 
     def reset(self):

@@ -32,7 +32,7 @@ class FakeTable:
     def successors(self, token, prev=None):
         return self.rows.get(token, ([], []))
 
-    def update_from_tree(self, tokens, parents, logits, prev_anchor=None):
+    def update_from_tree(self, tokens, parents, logits, prev_anchor=None, top=None):
         self.updates.append((list(tokens), list(parents), prev_anchor))
 
     def reset(self):

@@ -6,8 +6,8 @@ prompt of `kv_len` tokens and times `engine.verify` on trees of every size from 
 128 (round robin, after a warm-up), each size's t(n) taken from its
 samples by a `SettleRule` (`goose.engine.budget.settle`: outliers dropped, extra rounds for the sizes still
 uncertain) into a `LatencyTable` (`goose.engine.budget.cost_model`). The step
-includes the adjacency-table top-K of its logits (`update_topk`), since every such drafter pays it per
-node. Each node attends over the whole cache, so a step after a long prompt costs more per node than the
+includes the adjacency-table top-K of its logits (`update_topk`, computed in the step's argmax pass and
+brought to the host), since every such drafter pays it per node. Each node attends over the whole cache, so a step after a long prompt costs more per node than the
 curve at KV 256 says: calibrated at more KV lengths (`more_kv_lens`), the table gives t(n, kv). What a
 calibration measures is one frozen `CalibrationSettings` (its record is the table's meta and part of a
 cached curve's fingerprint, `goose.engine.budget.latency_cache`).
@@ -31,7 +31,8 @@ from goose.engine.core.verifier import VerificationEngine, sync_clock
 
 DEFAULT_SIZES: tuple[int, ...] = (*range(1, 25), 28, 32, 40, 48, 64, 96, 128)
 # Bumped whenever `calibrate` measures differently: a cached curve of another version is never reused.
-MEASUREMENT_VERSION = 2
+# 3: the step's top-K computed in the verification's argmax pass (`VerificationEngine.topk_width`).
+MEASUREMENT_VERSION = 3
 
 
 def calibration_tree(n: int, anchor: int, vocab_size: int, spine: int = 20, branching: int = 3) -> DraftTree:
@@ -100,14 +101,14 @@ def _time_sizes(
     anchor = int(engine.first_token)
     trees = {n: calibration_tree(n, anchor, vocab) for n in sizes}
     samples: dict[int, list[float]] = {n: [] for n in sizes}
+    engine.topk_width = update_topk or 0  # the top-K in the argmax's pass, as a table drafter's steps take it
 
     def one_round(order: Sequence[int], keep: bool) -> None:
         for n in order:
             t0 = sync_clock(engine.device)
             outcome = engine.verify(trees[n], budget=n)
-            if update_topk:
-                vals, idx = torch.topk(outcome.logits, min(update_topk, outcome.logits.shape[-1]), dim=-1)
-                torch.cat([idx.float(), vals.float()], dim=-1).cpu()
+            if outcome.top is not None:  # to the host, as the table's update takes it
+                torch.cat([outcome.top[1].float(), outcome.top[0].float()], dim=-1).cpu()
             t1 = sync_clock(engine.device)
             engine.truncate(p0)
             if keep:

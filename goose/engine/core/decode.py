@@ -216,6 +216,7 @@ def generate(
     captures_before = (static.captures, static.capture_s) if static is not None else (0, 0.0)
     t_start = _clock(device)
     drafter.set_sampling(sampling, seed)
+    engine.topk_width = drafter.logits_topk if sampling.greedy else 0
     prefill_logits = engine.prefill(
         prompt_ids,
         max_new_tokens=max_new_tokens,

@@ -36,6 +36,9 @@ class VerifyOutcome:
     accepted_nodes: list[int]
     new_tokens: list[int]
     view: Any = None
+    # Greedy steps of a drafter with `logits_topk` K > 0: (values, indices) of every node's top-K logits,
+    # sorted, computed by the engine in the argmax's pass (the adjacency tables' update); else None.
+    top: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 @dataclass
@@ -65,6 +68,13 @@ class Drafter:
     def config(self) -> dict[str, Any]:
         """The hyperparameters that define this drafter (logged in every result row)."""
         return {}
+
+    @property
+    def logits_topk(self) -> int:
+        """K of the top-K of every verified node's logits this drafter reads after each step (an adjacency
+        table's K; 0: none): the engine computes them in the argmax's pass of a greedy step
+        (`VerifyOutcome.top`), so that the table's update does not read the logits a second time."""
+        return 0
 
     def set_sampling(self, sampling: SamplingParams, seed: int) -> None:
         """The sequence's sampling settings and seed, before `begin`; used by sampling drafters (STAND)."""

@@ -22,7 +22,7 @@ from goose.engine.core.masks import MaskSpec, ar_mask, prefill_mask, tree_mask
 from goose.engine.core.sampling import GREEDY, SamplingParams, TargetNoise, sample_and_match, warp_scores
 from goose.engine.core.tree import DraftTree, TreeInputs, tree_attention_inputs
 from goose.engine.core.verify.step import match_samples, walk_proposals
-from goose.engine.core.walk import commit_path, fast_argmax, greedy_walk
+from goose.engine.core.walk import commit_path, fast_argmax, greedy_rows, greedy_walk
 
 # Rows reserved beyond prompt + max_new_tokens for the tree of the last step (grown if needed).
 TREE_SLACK = 128
@@ -82,6 +82,9 @@ class VerificationEngine:
         self.first_token: int | None = None
         self.last_forward_s = 0.0
         self.sampling: SamplingParams = GREEDY
+        # K > 0: greedy steps also return every node's top-K logits (VerifyOutcome.top), the argmax read off
+        # them (`argmax_of_top`); the decode loop sets it to the drafter's `logits_topk` per sequence.
+        self.topk_width = 0
         self.noise: TargetNoise | None = None
         self._positions = torch.zeros(1, 0, dtype=torch.long, device=self.device)
         self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -234,28 +237,22 @@ class VerificationEngine:
         if not self.sampling.greedy:
             return self._verify_sampled(tree, budget, t0)
         logits, inputs = self._tree_forward(tree, max_depth)
-        if inputs is None:  # AR fast path
-            pred = fast_argmax(logits)
-            packed = torch.stack([pred, torch.isfinite(logits.gather(-1, pred[:, None])[:, 0]).long()])
-        else:
-            tokens, parents, anc = inputs.tokens, inputs.parents, inputs.ancestors
-            pred = fast_argmax(logits)
-            finite = torch.isfinite(logits.gather(-1, pred[:, None])[:, 0])
-            # node i is on the greedy path iff it and all its ancestors match their parent's argmax
-            match = (tokens == pred[parents.clamp(min=0)]) | (parents < 0)
-            on_path = ~(anc & ~match[None, :]).any(dim=-1)
-            packed = torch.stack([pred, finite.long(), on_path.long()])
-        rows = packed.tolist()  # the one host sync of the step
+        rows, top = greedy_rows(logits, inputs, self.topk_width)  # the one host sync of the step
         t1 = time.perf_counter()
         predictions: list[int] = rows[0]
         self._raise_if_non_finite(rows[1])
-        if n == 1:
+        if top is not None and any(rows[-1]):  # a row whose top-K is all tied: argmax the logits
+            predictions = fast_argmax(logits).tolist()
+            path = greedy_walk(tree, predictions)
+        elif n == 1:
             path = [0]
         else:
             path = list(compress(range(tree.acceptable), rows[2]))
             if tree.depths[path[-1]] != len(path) - 1:  # not a chain: duplicate tokens under a parent
                 path = greedy_walk(tree, predictions)
-        return self._commit(tree, path, predictions[path[-1]], budget, logits, predictions, t1 - t0)
+        outcome = self._commit(tree, path, predictions[path[-1]], budget, logits, predictions, t1 - t0)
+        outcome.top = top
+        return outcome
 
     def _tree_forward(self, tree: DraftTree, max_depth: int) -> tuple[torch.Tensor, TreeInputs | None]:
         """Logits [n, V] of the verification forward and the tree's device inputs (None for AR)."""
