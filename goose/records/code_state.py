@@ -1,9 +1,9 @@
 """The code state a row was produced by, and the check that keeps one results file to one code state.
 
 A number can be cited only if one version of the code produced it. `code_state()` names that version:
-the commit, and where tracked files carry local changes, a digest of those changes
-(`<commit>-dirty-<sha256[:8] of git diff HEAD>`), so two runs of the very same edits compare equal and
-any other edit does not. Outside a git checkout (an installed package) it is `unknown`.
+the commit, and where tracked files outside the run outputs (results/, figures/) carry local changes, a
+digest of those changes (`<commit>-dirty-<sha256[:8] of git diff HEAD>`), so two runs of the very same
+edits compare equal and any other edit does not. Outside a git checkout (an installed package) it is `unknown`.
 
 `check_one_code_state` is what a resume runs before it appends to a results file: rows of another code
 state refuse, unless the caller allows mixing on purpose (then every row it writes says so,
@@ -28,25 +28,35 @@ class MixedCodeError(ValueError):
     """Appending to a results file whose rows another code state wrote."""
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(
-        ["git", *args], capture_output=True, text=True, cwd=Path(__file__).resolve().parent, timeout=10
-    ).stdout
+# What a run produces, not what it runs: changes under these top-level folders leave the state clean, so a
+# run that writes a tracked record before the next run starts does not mark that run's rows dirty.
+OUTPUT_DIRS: tuple[str, ...] = ("results", "figures")
 
 
-@functools.lru_cache(maxsize=1)
-def code_state() -> str:
-    """This process's code state (computed once: the code a process runs is the code it loaded)."""
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd, timeout=10).stdout
+
+
+def state_at(cwd: Path) -> str:
+    """The code state of the git checkout holding `cwd` (`UNKNOWN` outside one): the commit, and a digest of
+    the local changes to tracked files outside `OUTPUT_DIRS`."""
     try:
-        commit = _git("rev-parse", "--short=12", "HEAD").strip()
+        commit = _git(cwd, "rev-parse", "--short=12", "HEAD").strip()
         if not commit:
             return UNKNOWN
-        diff = _git("diff", "HEAD", "--no-ext-diff", "--binary")
+        outputs = [f":(top,exclude){d}" for d in OUTPUT_DIRS]
+        diff = _git(cwd, "diff", "HEAD", "--no-ext-diff", "--binary", "--", ":(top)", *outputs)
     except (OSError, subprocess.SubprocessError):
         return UNKNOWN
     if not diff:
         return commit
     return f"{commit}-dirty-{hashlib.sha256(diff.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+
+
+@functools.lru_cache(maxsize=1)
+def code_state() -> str:
+    """This process's code state (computed once: the code a process runs is the code it loaded)."""
+    return state_at(Path(__file__).resolve().parent)
 
 
 def row_code_state(row: dict[str, Any]) -> str:

@@ -55,3 +55,31 @@ def test_allowing_the_mix_lets_it_through():
 def test_this_checkout_has_a_state_that_names_its_commit():
     state = code_state()
     assert state == UNKNOWN or len(state.split("-")[0]) == 12
+
+
+def test_changes_to_run_outputs_leave_the_state_clean_and_code_changes_do_not(tmp_path):
+    """A tracked record rewritten by one run (results/, figures/) does not mark the next run's rows dirty; a
+    change to code does, with a digest of that change alone."""
+    import subprocess
+
+    from goose.records.code_state import state_at
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    for rel in ("goose/x.py", "results/r.json", "figures/f.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("0\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    clean = state_at(tmp_path / "goose")
+    assert len(clean) == 12 and "dirty" not in clean
+    (tmp_path / "results/r.json").write_text("1\n")
+    (tmp_path / "figures/f.md").write_text("1\n")
+    assert state_at(tmp_path / "goose") == clean
+    (tmp_path / "goose/x.py").write_text("1\n")
+    dirty = state_at(tmp_path / "goose")
+    assert dirty.startswith(clean + "-dirty-")
+    (tmp_path / "results/r.json").write_text("2\n")
+    assert state_at(tmp_path) == dirty  # from any folder of the checkout; the record's change still left out
