@@ -103,7 +103,6 @@ class AcceptanceEstimator(DecayedCounts):
         self.prior_name = HAND
         if calibrated is not None:
             self._calibrate(calibrated)
-        self._table: list[float] | None = None
         self._memo: dict[int, float] = {}  # rate(cell) since the last update
         self._flat_prior: tuple[list[float], ...] | None = None  # `_prepare`
 
@@ -140,18 +139,16 @@ class AcceptanceEstimator(DecayedCounts):
         return (mask * DEPTH_BUCKETS + depth_bucket(depth)) * CONF_BINS + bin_
 
     def table(self) -> list[float]:
-        """r of every cell, flat (`cell` indexes it); recomputed after an update: coarse = (Σ_bin accepted +
+        """r of every cell, flat (`cell` indexes it; `rate` computes one cell alike, the drafter's path): coarse = (Σ_bin accepted +
         s·coarse prior) / (Σ_bin reached + s), anchor = coarse · fine prior / coarse prior clipped to [1e-4, 1],
         r = (accepted + s·anchor) / (reached + s) (calibrated: s per cell and level, the anchor's ratio
         `ratio_base`, `_calibrate`)."""
-        if self._table is None:
-            s_c, s_f = self.coarse_strength, self.fine_strength
-            reach_c, acc_c = self.reached.sum(axis=2), self.accepted.sum(axis=2)
-            coarse = (acc_c + s_c * self.coarse_prior) / (reach_c + s_c)
-            anchor = np.clip(coarse[..., None] * self.fine_prior / self.ratio_base, 1e-4, 1.0)
-            fine = (self.accepted + s_f * anchor) / (self.reached + s_f)
-            self._table = np.clip(fine, 0.0, 1.0).reshape(-1).tolist()
-        return self._table
+        s_c, s_f = self.coarse_strength, self.fine_strength
+        reach_c, acc_c = self.reached.sum(axis=2), self.accepted.sum(axis=2)
+        coarse = (acc_c + s_c * self.coarse_prior) / (reach_c + s_c)
+        anchor = np.clip(coarse[..., None] * self.fine_prior / self.ratio_base, 1e-4, 1.0)
+        fine = (self.accepted + s_f * anchor) / (self.reached + s_f)
+        return np.clip(fine, 0.0, 1.0).reshape(-1).tolist()
 
     def _prepare(self) -> tuple[list[float], ...]:
         """The prior's per-cell terms as flat lists (fine prior, anchor ratio, fine strength; coarse prior and
@@ -205,7 +202,6 @@ class AcceptanceEstimator(DecayedCounts):
                 if totals is not None:
                     totals[0][c] += 1.0
                     totals[1][c] += float(h)
-        self._table = None
         self._memo.clear()
 
     def state(self) -> dict[str, np.ndarray]:
@@ -213,7 +209,6 @@ class AcceptanceEstimator(DecayedCounts):
 
     def restore(self, state: dict[str, np.ndarray]) -> None:
         self.reached, self.accepted = state["reached"].copy(), state["accepted"].copy()
-        self._table = None
         self._memo.clear()
 
 
@@ -332,11 +327,6 @@ class SizeOutcomes:
         """One verified tree: per node (anchor first) its predicted P(path accepted) and its row gain, in the
         tree's best-first order, and the accepted path (root first)."""
         b = len(values)
-        if b == 1:  # the anchor alone (an empty draft): one step, one node, no drafted node to count
-            sums, cost = self.sums, latency(1) if latency is not None else 0.0
-            for f, v in (("steps", 1), ("nodes", 1), ("half_nodes", 1), ("cost", cost), ("half_cost", cost)):
-                sums[f][0] += v
-            return
         half = (b + 1) // 2
         i = size_bucket(b)
         step = {

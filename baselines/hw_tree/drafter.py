@@ -308,12 +308,6 @@ class HwTreeDrafter(AdjacencyDrafter):
         accepted node's token leaves it (its row would exist anyway), and accepted nodes drafted from an
         explored row are that row's credit."""
         assert self.table is not None
-        if len(tree) == 1:  # the anchor alone: it writes no row only a rejected node wrote, and earns none
-            self._explored.discard(tree.tokens[0])
-            self.row_value_model.update(0, 0)
-            self.count("hw_rows_explored", 0)
-            self.count("hw_rows_credit", 0)
-            return
         accepted_tokens = {tree.tokens[i] for i in outcome.accepted_nodes}
         new_rows = {t for t in tree.tokens if not self.table.has_row(t)} - accepted_tokens
         self._explored = (self._explored - accepted_tokens) | new_rows

@@ -226,3 +226,21 @@ def test_calibrate_at_more_cache_lengths_on_tiny_model():
     assert sorted(
         engine_latency(engine, sizes=(2,), kv_len=16, repeats=1, more_kv_lens=(32,)).kv_seconds
     ) == [32]
+
+
+@pytest.mark.usefixtures("scripted_clock")
+def test_calibration_times_with_the_top_k_and_leaves_the_engine_as_it_found_it():
+    seen = []
+    engine = ScriptedEngine()
+    verify = engine.verify
+
+    def watching(tree, budget):
+        seen.append(engine.topk_width)
+        return verify(tree, budget)
+
+    engine.verify = watching
+    engine.topk_width = 7
+    calibrate(engine, sizes=(1, 2), kv_len=8, repeats=3, update_topk=10, rule=None)
+    assert set(seen) == {10} and engine.topk_width == 7
+    calibrate(engine, sizes=(1, 2), kv_len=8, repeats=3, update_topk=10)  # the settle rule's return
+    assert engine.topk_width == 7

@@ -101,6 +101,7 @@ def _time_sizes(
     anchor = int(engine.first_token)
     trees = {n: calibration_tree(n, anchor, vocab) for n in sizes}
     samples: dict[int, list[float]] = {n: [] for n in sizes}
+    topk_before = engine.topk_width
     engine.topk_width = update_topk or 0  # the top-K in the argmax's pass, as a table drafter's steps take it
 
     def one_round(order: Sequence[int], keep: bool) -> None:
@@ -120,6 +121,7 @@ def _time_sizes(
         one_round(sizes if r % 2 == 0 else sizes[::-1], keep=True)
     if rule is None:
         seconds = {n: statistics.median(samples[n]) for n in sizes}
+        engine.topk_width = topk_before
         return Timings(samples, seconds, wall_s=time.perf_counter() - start)
     # The bound in timed step seconds (the clock of the samples): extra rounds may add at most
     # extra_time x what the first `repeats` rounds' steps took; a round is run only if it fits.
@@ -133,6 +135,7 @@ def _time_sizes(
         r += 1
         one_round(todo if r % 2 == 0 else todo[::-1], keep=True)
         spent += sum(samples[n][-1] for n in todo)  # this round's timed steps
+    engine.topk_width = topk_before
     return Timings(
         samples,
         {n: rule.estimate(samples[n]) for n in sizes},
