@@ -15,6 +15,9 @@ import torch
 
 # ids travel packed with the scores as float32, exact for integers below 2**24 (any vocabulary).
 _MAX_PACKED_VOCAB = 2**24
+# Trees of at most this many nodes are written by `_update_small_tree` (Python-list deduplication, a few array
+# writes); larger ones, and the prefill, by `update`'s vectorised sorts.
+SMALL_TREE = 64
 
 
 def _as_int_array(x: torch.Tensor | Sequence[int] | np.ndarray) -> np.ndarray:
@@ -245,22 +248,22 @@ class AdjacencyTable:
                 keys = prev[valid] * self.vocab_size + tok[valid]
                 sel = valid[last_occurrence(keys)]  # ascending key order
                 self._bigram_write(
-                    prev[sel] * self.vocab_size + tok[sel],
+                    (prev[sel] * self.vocab_size + tok[sel]).tolist(),
                     ids[sel],
                     scores[sel] if scores is not None else None,
                 )
 
-    def _bigram_write(self, keys: np.ndarray, ids: np.ndarray, scores: np.ndarray | None) -> None:
+    def _bigram_write(self, keys: list[int], ids: np.ndarray, scores: np.ndarray | None) -> None:
         """Overwrite / insert rows for sorted, distinct `keys` (new keys take the next rows, in key order)."""
-        slots = np.empty(keys.shape[0], dtype=np.int64)
+        slots = []
         count = self._bg_count
         index = self._bg_slot
-        for j, key in enumerate(keys.tolist()):
+        for key in keys:
             slot = index.get(key)
             if slot is None:
                 slot = index[key] = count
                 count += 1
-            slots[j] = slot
+            slots.append(slot)
         self._grow(count)
         self._bg_count = count
         self._bg_ids[slots] = ids
@@ -293,12 +296,59 @@ class AdjacencyTable:
         if len(tokens) == 1:  # the anchor alone
             self.update_one(int(tokens[0]), logits, prev_anchor if self.use_bigram else None, top)
             return
+        if len(tokens) <= SMALL_TREE:
+            self._update_small_tree(tokens, parents, logits, prev_anchor, top)
+            return
         prev = None
         if self.use_bigram:
             tok = np.asarray(tokens, dtype=np.int64)
             prev = tok[np.maximum(np.asarray(parents, dtype=np.int64), 0)]
             prev[0] = -1 if prev_anchor is None else prev_anchor
         self.update(tokens, logits, prev, top)
+
+    def _update_small_tree(
+        self,
+        tokens: Sequence[int],
+        parents: Sequence[int],
+        logits: torch.Tensor,
+        prev_anchor: int | None,
+        top: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> None:
+        """`update_from_tree` for a tree of at most SMALL_TREE nodes: the same rows and bigram slots written
+        (last position wins, new bigram keys take rows in key order), the deduplication done on Python
+        lists, so that a step's update costs a handful of array writes rather than `update`'s sorts."""
+        logits = logits.reshape(-1, logits.shape[-1])
+        n = len(tokens)
+        if logits.shape != (n, self.vocab_size):
+            raise ValueError(f"{n} tokens need ({n}, {self.vocab_size}) logits, got {tuple(logits.shape)}")
+        if len(parents) != n:
+            raise ValueError(f"{n} tokens but {len(parents)} parents")
+        ids, scores = self._topk_to_host(logits, top)
+        toks = [int(t) for t in tokens]
+        last = {t: i for i, t in enumerate(toks)}  # a later position overwrites an earlier one
+        if len(last) == n:
+            rows, row_ids, row_scores = toks, ids, scores
+        else:
+            rows = sorted(last)
+            picked = [last[t] for t in rows]
+            row_ids, row_scores = ids[picked], None if scores is None else scores[picked]
+        self._ids[rows] = row_ids
+        if self._scores is not None:
+            self._scores[rows] = row_scores
+        self._seen[rows] = True
+        if not self.use_bigram:
+            return
+        by_key: dict[int, int] = {}
+        root_prev = -1 if prev_anchor is None else int(prev_anchor)
+        for i, t in enumerate(toks):
+            p = root_prev if i == 0 else toks[parents[i]]
+            if p >= 0:
+                by_key[p * self.vocab_size + t] = i
+        if not by_key:
+            return
+        keys = sorted(by_key)
+        picked = [by_key[k] for k in keys]
+        self._bigram_write(keys, ids[picked], None if scores is None else scores[picked])
 
     def update_from_prefill(self, prompt_ids: Sequence[int], logits: torch.Tensor) -> None:
         """Prefill harvest (Goose App. C.1): row prompt[i] ← topk(logits[i]), bigram key (prompt[i−1],

@@ -328,3 +328,42 @@ def test_single_position_path_rejects_more_rows() -> None:
     t = AdjacencyTable(V, 2)
     with pytest.raises(ValueError, match="one row"):
         t.update_one(1, torch.zeros(2, V))
+
+
+@pytest.mark.parametrize("use_bigram", [True, False])
+@pytest.mark.parametrize("use_scores", [True, False])
+def test_small_tree_path_writes_what_the_vectorised_path_writes(use_bigram: bool, use_scores: bool) -> None:
+    """update_from_tree on trees of 2..SMALL_TREE nodes (its Python-list path) against `update` with the
+    same rows and bigram predecessors (the vectorised path), over a stream of random trees whose tokens repeat
+    within a tree and across trees, with and without a root predecessor and with the engine's top-K handed
+    over: the same rows, scores, bigram keys and bigram slot numbers after every tree."""
+    from goose.sources.adjacency import SMALL_TREE
+
+    vocab = 40
+    gen = torch.Generator().manual_seed(11)
+    small = AdjacencyTable(vocab, 4, use_scores=use_scores, use_bigram=use_bigram)
+    ref = AdjacencyTable(vocab, 4, use_scores=use_scores, use_bigram=use_bigram)
+    sizes = [2, 3, 5, 9, SMALL_TREE]
+    for step in range(120):
+        n = sizes[step % len(sizes)]
+        tokens = torch.randint(0, 15, (n,), generator=gen).tolist()
+        parents = [-1] + [int(torch.randint(0, i, (1,), generator=gen)) for i in range(1, n)]
+        logits = torch.randn(n, vocab, generator=gen).to(torch.bfloat16)
+        root_prev = None if step % 4 == 0 else int(torch.randint(0, 15, (1,), generator=gen))
+        top = torch.topk(logits, 6, dim=-1) if step % 2 else None
+        top = None if top is None else (top.values, top.indices)
+        small.update_from_tree(tokens, parents, logits, root_prev, top)
+        prev = [-1 if root_prev is None else root_prev] + [tokens[p] for p in parents[1:]]
+        ref.update(tokens, logits, prev if use_bigram else None, top)
+        assert _table_state(small) == _table_state(ref)
+        assert small._bg_slot == ref._bg_slot
+    assert small.num_rows == 15
+    assert (small.num_bigrams > 50) == use_bigram
+
+
+def test_small_tree_path_checks_its_shapes() -> None:
+    t = AdjacencyTable(V, 2, use_bigram=True)
+    with pytest.raises(ValueError, match="logits"):
+        t.update_from_tree([1, 2], [-1, 0], torch.zeros(3, V))
+    with pytest.raises(ValueError, match="parents"):
+        t.update_from_tree([1, 2], [-1], torch.zeros(2, V))
