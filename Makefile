@@ -140,7 +140,7 @@ bench-verifiers:  ## verifiers of sampled drafts x draft shapes x drafters, side
 # make verifier-claims: the verification papers' claims on identical drafts (issue 59): STAND in every draft
 # shape and with the dynamic delay, each run once (recursive rejection sampling verifies), every row carrying
 # each exact verifier's E[accepted] on the very trees it verified (exact_accepted), per setting
-# model:dtype:temperature:top-p:max-new-tokens, into results/studies/verifier_claims/<model>_T<t>[_p<p>];
+# model:dtype:temperature:top-p:max-new-tokens, into results/studies/verifier_claims/<model>-<dtype>_T<t>[_p<p>];
 # `make figures` writes figures/studies/verifier_claims/claims.md (effect, 95 % bootstrap interval over
 # prompts, verdict per claim). Each setting resumes where it stopped.
 CLAIMS_ARGS ?= --benches humaneval,gsm8k,mtbench --limit 20 --repeats 1
@@ -151,7 +151,7 @@ CLAIMS_SETTINGS ?= smollm2-135m:float32:0.6:1.0:128 smollm2-135m:float32:1.0:1.0
 verifier-claims:  ## verifier claims on identical drafts: exact expectations per recorded tree, per setting
 	for s in $(CLAIMS_SETTINGS); do \
 		set -- $$(echo $$s | tr : ' '); \
-		out=results/studies/verifier_claims/$$1_T$$3; [ "$$4" = "1.0" ] || out=$${out}_p$$4; \
+		out=results/studies/verifier_claims/$$1-$$2_T$$3; [ "$$4" = "1.0" ] || out=$${out}_p$$4; \
 		$(PYTHON) -m experiments.bench --threads $(THREADS) --model $$1 --dtype $$2 --temperature $$3 \
 			--top-p $$4 --max-new-tokens $$5 $(CLAIMS_ARGS) --hf "" --data-dir $(DATA_DIR) \
 			--methods $(CLAIMS_METHODS) --out $$out || exit 1; \
