@@ -95,7 +95,9 @@ def build_contenders(
         base = method.removesuffix("_auto")
         make = method_factory(base, args.overrides.get(base, ()), model=args.model)
         if method.endswith("_auto"):
-            make, latency_record = auto_budget(make, engine, profile, args.latency_kv, auto_settings(args))
+            make, latency_record = auto_budget(
+                make, engine, profile, args.latency_kv, auto_settings(args), sampling=args.sampling
+            )
             if profile is None:  # a resume drafts with the same curve
                 saved.parent.mkdir(parents=True, exist_ok=True)
                 LatencyTable.from_dict(latency_record).save(saved)

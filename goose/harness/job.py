@@ -45,11 +45,12 @@ def latency_table(
     profile: str | None,
     more_kv_lens: Sequence[int] = (),
     cache: str | Path | bool | None = "auto",
+    sampling: SamplingParams | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """budget=auto: the engine's cost curve from `budget_profile` (a saved table), else from this machine's
     cache of curves (`budget_cache`: auto, off or a directory; goose.engine.budget.latency_cache), else
-    calibrated now (once per process; also at `more_kv_lens`, `budget_kv_lens`, for t(n, kv)) and saved
-    there. Returns (the `LatencyTable`, the table as recorded in each row: where it came from, the
+    calibrated now (once per process; also at `more_kv_lens`, `budget_kv_lens`, for t(n, kv); with the run's
+    `sampling` when it samples, whose steps also pay the warp over the vocabulary) and saved there. Returns (the `LatencyTable`, the table as recorded in each row: where it came from, the
     fingerprint and cache file, the curve)."""
     from goose.engine.budget.cost_model import LatencyTable
     from goose.engine.budget.latency_cache import cached_latency
@@ -66,7 +67,9 @@ def latency_table(
             ) from None
         source, provenance = str(profile), {}
     else:
-        kwargs = {"more_kv_lens": list(more_kv_lens)} if more_kv_lens else {}
+        kwargs: dict[str, Any] = {"more_kv_lens": list(more_kv_lens)} if more_kv_lens else {}
+        if sampling is not None and not sampling.greedy:
+            kwargs["sampling"] = sampling
         table, origin = cached_latency(engine, cache, **kwargs)
         provenance = origin.record()
         if origin.rejected:
@@ -101,15 +104,16 @@ def auto_budget(
     more_kv_lens: Sequence[int] = (),
     settings: AutoBudgetSettings | None = None,
     cache: str | Path | bool | None = "auto",
+    sampling: SamplingParams | None = None,
 ):
     """budget=auto for a drafter factory: each call gives a fresh drafter with a fresh `AutoBudget` sizer
-    (a `Speculator`) on the curve of `latency_table` (`cache`: budget_cache), with `settings` (None: the
-    defaults). Returns
+    (a `Speculator`) on the curve of `latency_table` (`cache`: budget_cache; `sampling`: the run's), with
+    `settings` (None: the defaults). Returns
     (factory, the table as recorded in each row). Used by `make bench` (experiments/bench/); `run_job`
     sizes its one drafter."""
     from goose.engine.budget.auto_budget import auto_budget_factory
 
-    table, record = latency_table(engine, profile, more_kv_lens, cache)
+    table, record = latency_table(engine, profile, more_kv_lens, cache, sampling)
     return auto_budget_factory(make_drafter, engine, latency=table, settings=settings), record
 
 
@@ -194,7 +198,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         from goose.engine.budget.auto_budget import with_auto_budget
 
         table, latency_record = latency_table(
-            engine, run.budget_profile, run.budget_kv_lens, run.budget_cache
+            engine, run.budget_profile, run.budget_kv_lens, run.budget_cache, run.sampling
         )
         settings = run.auto_budget
 

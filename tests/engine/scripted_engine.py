@@ -49,7 +49,7 @@ class ScriptedEngine:
         self.first_token: int | None = None
         self.topk_width = 0
 
-    def prefill(self, prompt: list[int], max_new_tokens: int) -> None:
+    def prefill(self, prompt: list[int], max_new_tokens: int, **_: object) -> None:
         self.prefix_len, self.first_token = len(prompt), 1
 
     def verify(self, tree, budget: int) -> SimpleNamespace:

@@ -244,3 +244,30 @@ def test_calibration_times_with_the_top_k_and_leaves_the_engine_as_it_found_it()
     assert set(seen) == {10} and engine.topk_width == 7
     calibrate(engine, sizes=(1, 2), kv_len=8, repeats=3, update_topk=10)  # the settle rule's return
     assert engine.topk_width == 7
+
+
+def test_a_sampled_calibration_times_sampled_steps_and_records_the_sampling(monkeypatch):
+    """With the run's sampling the calibration's steps go through the sampled verification (the warp over
+    the vocabulary and the match against the draw), its record names temperature, top-p and top-k, and a
+    greedy `sampling` is the greedy calibration itself (the same record, so the same cached curve)."""
+    from goose.engine.core.sampling import SamplingParams
+
+    engine = verification_engine(tiny_model("llama"), eos_token_ids=())
+    sampled_steps = []
+    sampled = engine._verify_sampled
+
+    def counting(tree, budget, t0):
+        sampled_steps.append(len(tree))
+        return sampled(tree, budget, t0)
+
+    monkeypatch.setattr(engine, "_verify_sampled", counting)
+    small = {"sizes": (1, 2, 4), "kv_len": 8, "repeats": 2, "rule": None}
+    greedy = calibrate(engine, **small)
+    assert sampled_steps == [] and "sampling" not in greedy.meta["calibration"]
+    warm = SamplingParams(temperature=0.7, top_p=0.9, top_k=5)
+    table = calibrate(engine, **small, sampling=warm)
+    assert sorted(set(sampled_steps)) == [1, 2, 4] and len(sampled_steps) == 3 * 3  # warm-up + 2 rounds
+    assert table.meta["calibration"]["sampling"] == {"temperature": 0.7, "top_p": 0.9, "top_k": 5}
+    assert calibration_settings(**small, sampling=warm) != calibration_settings(**small)
+    assert calibration_settings(**small, sampling=SamplingParams()) == calibration_settings(**small)
+    assert engine.prefix_len == 8

@@ -63,3 +63,17 @@ def test_rows_record_where_the_curve_came_from(tmp_path, capsys):
     assert (
         off["source"] == "calibrated" and off["cache"] is None and off["fingerprint"] == record["fingerprint"]
     )
+
+
+@pytest.mark.usefixtures("scripted_clock")
+def test_a_sampled_run_gets_its_own_sampled_curve(tmp_path):
+    """The job's curve for a sampled run is calibrated with its sampling (the record says so) and cached
+    apart from the greedy one; a greedy `sampling` shares the greedy curve."""
+    from goose.engine.core.sampling import SamplingParams
+
+    _, greedy = job.latency_table(ScriptedEngine(), None, (), tmp_path)
+    table, sampled = job.latency_table(ScriptedEngine(), None, (), tmp_path, SamplingParams(temperature=1.0))
+    assert sampled["fingerprint"] != greedy["fingerprint"] and sampled["source"] == "calibrated"
+    assert table.meta["calibration"]["sampling"] == {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
+    _, again = job.latency_table(ScriptedEngine(), None, (), tmp_path, SamplingParams())
+    assert again["fingerprint"] == greedy["fingerprint"] and again["source"] == "cache"

@@ -7,7 +7,10 @@ prompt of `kv_len` tokens and times `engine.verify` on trees of every size from 
 samples by a `SettleRule` (`goose.engine.budget.settle`: outliers dropped, extra rounds for the sizes still
 uncertain) into a `LatencyTable` (`goose.engine.budget.cost_model`). The step
 includes the adjacency-table top-K of its logits (`update_topk`, computed in the step's argmax pass and
-brought to the host), since every such drafter pays it per node. Each node attends over the whole cache, so a step after a long prompt costs more per node than the
+brought to the host), since every such drafter pays it per node. A sampled run's curve is measured with its
+sampling (`sampling`): each node then also pays the warp of its logits over the whole vocabulary and the
+match against its draw, which a greedy step does not (on a large vocabulary, more than the forward adds
+per node). Each node attends over the whole cache, so a step after a long prompt costs more per node than the
 curve at KV 256 says: calibrated at more KV lengths (`more_kv_lens`), the table gives t(n, kv). What a
 calibration measures is one frozen `CalibrationSettings` (its record is the table's meta and part of a
 cached curve's fingerprint, `goose.engine.budget.latency_cache`).
@@ -26,6 +29,7 @@ import torch
 
 from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.budget.settle import ROBUST, SettleRule
+from goose.engine.core.sampling import SamplingParams
 from goose.engine.core.tree import BRANCH, SPINE, DraftTree
 from goose.engine.core.verifier import VerificationEngine, sync_clock
 
@@ -87,8 +91,10 @@ def _time_sizes(
     update_topk: int | None,
     seed: int,
     rule: SettleRule | None = ROBUST,
+    sampling: SamplingParams | None = None,
 ) -> Timings:
-    """Verification steps per tree size after a synthetic prompt of kv_len tokens: a warm-up round, then
+    """Verification steps per tree size after a synthetic prompt of kv_len tokens (verified with `sampling`,
+    None: greedy): a warm-up round, then
     `repeats` rounds over every size (round robin, alternating direction), then, with a `rule`, extra
     rounds over the sizes it does not yet call settled, within its bounds. t(n): the rule's estimate, or
     (rule None) the plain median of the `repeats` samples."""
@@ -96,7 +102,7 @@ def _time_sizes(
     vocab = int(engine.model.config.get_text_config(decoder=True).vocab_size)
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, vocab, (kv_len,), generator=gen).tolist()
-    engine.prefill(prompt, max_new_tokens=2 * max(sizes))
+    engine.prefill(prompt, max_new_tokens=2 * max(sizes), all_logits=False, sampling=sampling, seed=seed)
     p0 = engine.prefix_len
     anchor = int(engine.first_token)
     trees = {n: calibration_tree(n, anchor, vocab) for n in sizes}
@@ -149,8 +155,10 @@ def _time_sizes(
 class CalibrationSettings:
     """What `calibrate` measures: the tree `sizes` (1 always added), the prompt's `kv_len` and the
     `more_kv_lens` for t(n, kv), `repeats` timed rounds after a warm-up, the top-K of the step's logits
-    timed with it (`update_topk`, None: none), the synthetic prompt's `seed`, and the `rule` turning
-    samples into t(n) (None: the plain median of `repeats` rounds, the rule before MEASUREMENT_VERSION 2).
+    timed with it (`update_topk`, None: none), the synthetic prompt's `seed`, the `rule` turning
+    samples into t(n) (None: the plain median of `repeats` rounds, the rule before MEASUREMENT_VERSION 2),
+    and the run's `sampling` (None or greedy: greedy steps; else the steps verify sampled, and the record
+    names the temperature, top-p and top-k, so a sampled curve is cached apart from a greedy one).
     """
 
     sizes: Sequence[int] = DEFAULT_SIZES
@@ -160,8 +168,11 @@ class CalibrationSettings:
     seed: int = 0
     more_kv_lens: Sequence[int] = ()
     rule: SettleRule | None = ROBUST
+    sampling: SamplingParams | None = None
 
     def __post_init__(self) -> None:
+        if self.sampling is not None and self.sampling.greedy:
+            object.__setattr__(self, "sampling", None)
         object.__setattr__(self, "sizes", tuple(sorted({int(n) for n in self.sizes} | {1})))
         object.__setattr__(self, "more_kv_lens", tuple(other_kv_lens(self.more_kv_lens, self.kv_len)))
         if any(k < 1 for k in self.more_kv_lens):
@@ -179,6 +190,17 @@ class CalibrationSettings:
             "update_topk": None if self.update_topk is None else int(self.update_topk),
             "seed": int(self.seed),
             "rule": "plain medians" if self.rule is None else asdict(self.rule),
+            **({} if self.sampling is None else {"sampling": self._sampling_record(self.sampling)}),
+        }
+
+    @staticmethod
+    def _sampling_record(sampling: SamplingParams) -> dict[str, Any]:
+        """What of the sampling changes a step's cost (the verifier of drafts with q does not: the
+        calibration's trees carry none)."""
+        return {
+            "temperature": float(sampling.temperature),
+            "top_p": float(sampling.top_p),
+            "top_k": int(sampling.top_k),
         }
 
 
@@ -195,19 +217,20 @@ def calibrate(engine: VerificationEngine, **settings: Any) -> LatencyTable:
     (`measurement`).
     """
     how = CalibrationSettings(**settings)
-    sizes, kv_len, repeats, update_topk, seed, rule = (
+    sizes, kv_len, repeats, update_topk, seed, rule, sampling = (
         list(how.sizes),
         how.kv_len,
         how.repeats,
         how.update_topk,
         how.seed,
         how.rule,
+        how.sampling,
     )
-    timed = _time_sizes(engine, sizes, kv_len, repeats, update_topk, seed, rule)
+    timed = _time_sizes(engine, sizes, kv_len, repeats, update_topk, seed, rule, sampling)
     measurement = {str(kv_len): timed.record()}
     kv_seconds = {}
     for kv in how.more_kv_lens:
-        at_kv_len = _time_sizes(engine, sizes, kv, repeats, update_topk, seed, rule)
+        at_kv_len = _time_sizes(engine, sizes, kv, repeats, update_topk, seed, rule, sampling)
         kv_seconds[kv] = [at_kv_len.seconds[n] for n in sizes]
         measurement[str(kv)] = at_kv_len.record()
     return LatencyTable(
