@@ -106,9 +106,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="budget_in_run_cost: :auto's cost curve corrected by each contender's measured steps",
     )
     ap.add_argument(
-        "--no-gate",
+        "--gate",
         action="store_true",
-        help="budget_gate=false: :auto contenders draft on every step (no plain AR steps when drafting does not pay)",
+        help="budget_gate=true: :auto contenders take plain AR steps while drafting does not pay (default off, as run.py)",
     )
     ap.add_argument(
         "--acceptance-prior",

@@ -64,7 +64,7 @@ def auto_settings(args: argparse.Namespace) -> AutoBudgetSettings:
     return AutoBudgetSettings(
         in_run_cost=args.in_run_cost,
         price_bookkeeping=not args.no_price_bookkeeping,
-        gate=None if args.no_gate else DraftGateConfig(),
+        gate=DraftGateConfig() if args.gate else None,
         acceptance_prior=args.model if args.acceptance_prior == "auto" else args.acceptance_prior,
     )
 

@@ -34,7 +34,7 @@ def uninterrupted(tmp_path_factory):
     profile = tmp / "profile.json"
     LatencyTable(sizes=[1, 2, 8, 32], seconds=[0.02, 0.021, 0.024, 0.04]).save(profile)
     # the gate and the bookkeeping price act on measured seconds: off, so that repeats and resumes draft alike
-    args = [*ARGS, "--latency", str(profile), "--no-gate", "--no-price-bookkeeping"]
+    args = [*ARGS, "--latency", str(profile), "--no-price-bookkeeping"]
     record = driver.main([*args, "--out", str(tmp / "whole")])
     return args, timed(read_rows(tmp / "whole")), record
 
