@@ -20,7 +20,7 @@ from typing import Any
 from analysis.load import Results
 from analysis.names import bench_name
 from analysis.report import Output, Skip, cli, write_table
-from analysis.wall_clock import code_note, machine
+from analysis.wall_clock import code_note, gate_note, machine
 from goose.records.bench_run import spread
 from goose.records.heldout import (
     ALL,
@@ -120,7 +120,7 @@ def workload_table(
         f"repeat the faster of suffix:auto and pld): {manifest.get('model', args.get('model'))} "
         f"{record.get('dtype')}, {manifest.get('max_new_tokens', args.get('max_new_tokens'))} new tokens; "
         f"{machine(record)} with {args.get('threads') or manifest.get('threads') or 'default'} threads "
-        f"(`{run.name}/{workload}`); {code_note(record)}"
+        f"(`{run.name}/{workload}`){gate_note(record)}; {code_note(record)}"
     )
     notes = verdict_lines(workload, ratios)
     if spec and SHARED & set(counts):

@@ -18,7 +18,7 @@ from pathlib import Path
 from analysis.load import Results, cells, common_prompts
 from analysis.names import BENCH_ORDER, bench_name
 from analysis.report import Output, Skip, cli
-from analysis.wall_clock import code_note, degenerate_note, machine, positions_note
+from analysis.wall_clock import code_note, degenerate_note, gate_note, machine, positions_note
 from goose.records.bench_run import per_repeat_tokens_per_s, ratios, record_from_rows, spread
 from goose.records.results import read_rows
 
@@ -100,7 +100,8 @@ def wall_clock_table(name: str, folder: Path) -> list[str]:
     lines = [
         f"**{args.get('model')}, {record.get('dtype')}** (`results/protocol/{folder.name}`): "
         f"{len(record['per_prompt'])} prompts, {args.get('max_new_tokens')} new tokens, "
-        f"{args.get('repeats')} interleaved repeats on {machine(record)}, {args.get('threads')} threads; "
+        f"{args.get('repeats')} interleaved repeats on {machine(record)}, {args.get('threads')} threads"
+        f"{gate_note(record)}; "
         f"{positions_note(record)}; {degenerate_note(record)}; {code_note(record)}.",
         "",
         "| contender | "

@@ -79,6 +79,13 @@ def code_note(record: dict) -> str:
     return f"MIXED CODE: {listed}" + (" (allowed on purpose)" if record.get("mixed_code_allowed") else "")
 
 
+def gate_note(record: dict) -> str:
+    """'; ... draft gate on' where a record's budget=auto contenders ran with the draft gate (off by default),
+    else nothing."""
+    gated = record.get("gated") or []
+    return f"; budget=auto's draft gate on for {', '.join(gated)}" if gated else ""
+
+
 RUN_HOMES = (("protocol", "protocol"), ("studies", "studies"), ("bench", ""))
 """(folder under the records, figures subfolder) where `make bench` runs live: the canonical protocol
 runs, results/protocol/<name>-v<k>/ (tables in figures/protocol/); the studies' runs,

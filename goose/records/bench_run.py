@@ -62,6 +62,9 @@ def _first_diff(a: list[int], b: list[int]) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
+GATE_KEY = "auto_gate_decay"  # in a row's method_config when its budget=auto ran with the draft gate
+
+
 def record_from_rows(
     rows: Iterable[dict[str, Any]], name: str, floor: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -132,6 +135,14 @@ def record_from_rows(
         environments.setdefault((int(r["repeat"]), r.get("session_id")), r)
     return {
         "code_states": code_states(rows),
+        # contenders whose budget=auto ran with the draft gate on (their method_config names its settings)
+        "gated": sorted(
+            {
+                contender_name(r["method"], r.get("verifier"))
+                for r in rows
+                if GATE_KEY in (r.get("method_config") or {})
+            }
+        ),
         "degenerate": degenerate,
         "mixed_code_allowed": any(r.get("allow_mixed_code") for r in rows),
         "positions": run_positions(prompts, names),
