@@ -11,6 +11,10 @@ larger of weight + KV bytes / measured bandwidth and FLOPs / measured matmul thr
 curve means the same on any machine.
 
     python -m experiments.cost_curve --threads 2 --dtypes float32,bfloat16
+    python -m experiments.cost_curve --threads 2 --dtypes float32 --temperature 1.0 --name cost_curve_T1.0
+
+With `--temperature` > 0 the steps verify sampled (the warp over the vocabulary and the match against the
+draw), as a sampled run's budget=auto curve is measured.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from experiments.bench.load import model_and_engine
 from goose.engine.budget.calibration import DEFAULT_SIZES, calibrate
 from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.budget.hardware_limit import StepFloor, measure_floor
+from goose.engine.core.sampling import SamplingParams
 from goose.harness.runner import environment
 
 
@@ -40,7 +45,9 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
     ap.add_argument("--update-topk", type=int, default=10, help="include a drafter's top-K update (0 = off)")
     ap.add_argument("--out-dir", default="results/cost_curve", help="where the JSON and CSV records go")
     ap.add_argument("--name", default="cost_curve")
+    ap.add_argument("--temperature", type=float, default=0.0, help="> 0: the steps verify sampled at this T")
     args = ap.parse_args(argv)
+    sampling = SamplingParams(temperature=args.temperature) if args.temperature > 0 else None
     if args.threads:
         torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -58,6 +65,7 @@ def main(argv: list[str] | None = None) -> dict[str, LatencyTable]:
             kv_len=args.kv_len,
             repeats=args.repeats,
             update_topk=args.update_topk or None,
+            sampling=sampling,
         )
         floors[dtype] = floor = measure_floor(engine.model)
         table.meta["floor"] = floor.as_dict()
