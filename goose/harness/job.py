@@ -50,8 +50,9 @@ def latency_table(
     """budget=auto: the engine's cost curve from `budget_profile` (a saved table), else from this machine's
     cache of curves (`budget_cache`: auto, off or a directory; goose.engine.budget.latency_cache), else
     calibrated now (once per process; also at `more_kv_lens`, `budget_kv_lens`, for t(n, kv); with the run's
-    `sampling` when it samples, whose steps also pay the warp over the vocabulary) and saved there. Returns (the `LatencyTable`, the table as recorded in each row: where it came from, the
-    fingerprint and cache file, the curve)."""
+    `sampling` when it samples, whose steps also pay the warp over the vocabulary) and saved there. Returns
+    (the `LatencyTable`, the table as recorded in each row: where it came from, the fingerprint and cache
+    file, the curve)."""
     from goose.engine.budget.cost_model import LatencyTable
     from goose.engine.budget.latency_cache import cached_latency
 
