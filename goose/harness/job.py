@@ -69,7 +69,7 @@ def latency_table(
         source, provenance = str(profile), {}
     else:
         kwargs: dict[str, Any] = {"more_kv_lens": list(more_kv_lens)} if more_kv_lens else {}
-        if sampling is not None and not sampling.greedy:
+        if sampling is not None:  # CalibrationSettings takes a greedy one as none
             kwargs["sampling"] = sampling
         table, origin = cached_latency(engine, cache, **kwargs)
         provenance = origin.record()
