@@ -34,6 +34,7 @@ from baselines.hw_tree.acceptance import (
     Calibration,
     RowValue,
     SizeOutcomes,
+    node_cell,
     source_priors,
 )
 from baselines.hw_tree.config import HwTreeConfig
@@ -226,9 +227,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         return 0.0 if self.table.has_row(pool.tokens[node]) else self._row_gain
 
     def _rate(self, pool: CandidatePool, node: int) -> float:
-        return self.estimator.rate(
-            AcceptanceEstimator.cell(pool.masks[node], pool.depths[node], pool.lead_bin(node))
-        )
+        return self.estimator.rate(node_cell(pool, node))
 
     def propose(self, committed: list[int]) -> DraftTree:
         if self.table is None:
@@ -289,9 +288,7 @@ class HwTreeDrafter(AdjacencyDrafter):
                     break
                 nxt = tokens[at + pool.depths[node] + 1]
                 for token, child in kids.items():
-                    cells.append(
-                        AcceptanceEstimator.cell(pool.masks[child], pool.depths[child], pool.lead_bin(child))
-                    )
+                    cells.append(node_cell(pool, child))
                     hits.append(token == nxt)
                 node = kids.get(nxt, -1)
                 if node < 0:

@@ -17,6 +17,7 @@ from baselines.hw_tree.acceptance import (
     Calibration,
     RowValue,
     SizeOutcomes,
+    node_cell,
     prefix_accepted,
     size_bucket,
     source_priors,
@@ -723,6 +724,30 @@ def test_estimator_rate_is_the_table_cell_by_cell(decay, calibrated):
     moved = est.rate(0)
     est.restore(saved)
     assert est.rate(0) != moved and [est.rate(c) for c in range(n)] == est.table()
+
+
+def test_node_cell_is_the_estimators_cell_of_the_lead_bin():
+    """The drafter's one-call cell of a pool node equals cell(mask, depth, lead_bin) for every combination of
+    sources (each with its own bin or none) and depths past the last bucket; a lead order or depth bucket
+    that drifted from LEAD_ORDER / depth_bucket would fail."""
+    rng = random.Random(5)
+    pool = CandidatePool.rooted(0)
+    parent = 0
+    for depth in range(1, 41):
+        parent = pool.add(parent, depth, CTX, rng.randrange(5))
+    nodes = list(range(1, len(pool)))
+    checked = 0
+    for node in nodes:
+        for mask in range(1, 32):
+            pool.masks[node] = mask
+            pool.bins[node] = [rng.randrange(5) if mask >> s & 1 else -1 for s in range(5)]
+            assert node_cell(pool, node) == AcceptanceEstimator.cell(
+                mask, pool.depths[node], pool.lead_bin(node)
+            )
+            checked += 1
+    pool.bins[1] = [-1] * 5  # no source's bin: bin 0
+    assert node_cell(pool, 1) == AcceptanceEstimator.cell(pool.masks[1], 1, 0)
+    assert checked == 40 * 31
 
 
 def _token_paths(pool: CandidatePool, order: list[int]) -> list[tuple[int, ...]]:
