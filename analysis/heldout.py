@@ -1,7 +1,8 @@
 """The held-out protocol's tables (`make heldout`, issue 56): for each workload of each held-out run, every
 contender's tokens/s over engine AR per Spec-Bench question category or per benchmark and over all prompts,
 median [min, max] over the repeats (rounds), beside the best single source and hw_tree:auto over it, with the
-cells below the non-degradation floors marked ▼; and one verdict table over every run.
+cells below the non-degradation floors marked ▼ (for a group where hw_tree:auto is, what each compared
+contender wrote: its outputs that are not engine AR's and their repetition); and one verdict table over every run.
 
 Reads results/heldout/<run>/ (experiments/heldout/: spec_bench/, fresh/, heldout.json) through
 goose.records.heldout, which also defines the columns and floors: a budget=auto contender ≥ 0.98× engine AR,
@@ -37,6 +38,8 @@ from goose.records.heldout import (
     group_ratios,
     read_manifest,
     spec_record,
+    texts_line,
+    texts_written,
     verdict_lines,
 )
 from goose.records.spec_bench import SPEC_BENCH_QUESTION_CATEGORIES
@@ -128,6 +131,8 @@ def workload_table(
             f"* {', '.join(sorted(SHARED & set(counts)))}: MT-Bench questions {CANONICAL_MTBENCH_IDS.start}–"
             f"{CANONICAL_MTBENCH_IDS.stop - 1}, the canonical protocol's mtbench prompts (not held out)"
         )
+    below = [g for g, cols in ratios.items() if below_floor(VS_BEST, cols.get(VS_BEST, []))]
+    notes += [texts_line(g, texts_written(grouped, g)) for g in below]
     identical = record["summary"].get("identical_to_engine_ar") or {}
     if identical:
         same = ", ".join(f"{column_name(n)} {e['identical']}/{e['prompts']}" for n, e in identical.items())

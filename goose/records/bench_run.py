@@ -87,10 +87,18 @@ def record_from_rows(
         slot = prompts.setdefault((r["bench"], str(r["prompt_id"])), {}).setdefault(int(r["repeat"]), {})
         slot.setdefault(contender_name(r["method"], r.get("verifier")), r)  # the first row of a key wins
 
-    def run(r: dict | None) -> dict | None:
+    def run(r: dict | None, ar: dict | None = None) -> dict | None:
+        """A row's tokens and seconds; with the same repeat's engine AR row, also what it wrote against AR's:
+        `diverged` (its output differs) and both outputs' `repetition` (repeated-4-gram share), so that a
+        ratio between contenders that wrote different texts can be told apart (half-precision near-ties: docs/records.md, `near_tie`)."""
         if r is None or r.get("status", "ok") != "ok":
             return None
-        return {"tokens": r["generated_tokens"], "seconds": r["wall_time_s"]}
+        out = {"tokens": r["generated_tokens"], "seconds": r["wall_time_s"]}
+        if ar is not None and ar is not r and "output_ids" in r and "output_ids" in ar:
+            out["diverged"] = _first_diff(r["output_ids"], ar["output_ids"]) is not None
+        if r.get("repeated_4gram_share") is not None:
+            out["repetition"] = r["repeated_4gram_share"]
+        return out
 
     order = [b for b in str(protocol.get("benches") or "").split(",") if b] + list(PAPER_BENCHMARKS)
     prompts = dict(
@@ -100,7 +108,10 @@ def record_from_rows(
         {
             "bench": b,
             "prompt_id": pid,
-            "runs": [{n: run(got.get(rep, {}).get(n)) for n in names} for rep in repeats],
+            "runs": [
+                {n: run(got.get(rep, {}).get(n), got.get(rep, {}).get("engine:ar")) for n in names}
+                for rep in repeats
+            ],
         }
         for (b, pid), got in prompts.items()
     ]

@@ -180,3 +180,39 @@ def verdict_lines(name: str, ratios: dict[str, dict[str, list[float]]]) -> list[
             f"{'; '.join(hits) or 'no group'}"
         )
     return lines
+
+
+def texts_written(record: dict[str, Any], group: str) -> dict[str, dict[str, float]]:
+    """Per contender of the comparison hw_tree:auto is judged on (engine AR, the single sources, hw_tree:auto),
+    over every repeat of `group`'s prompts (ALL: every prompt): `runs`, `diverged` (outputs that differ from
+    the same repeat's engine AR output) and `repetition` (the mean repeated-4-gram share of its outputs).
+    In bf16 a contender's output may leave AR's at a near-tie (docs/records.md, `near_tie`), and a ratio between
+    contenders that then write texts of different repetitiveness compares texts as much as speed."""
+    out: dict[str, dict[str, float]] = {}
+    for name in (AR, *SINGLE_SOURCES, COMBINED):
+        runs = [
+            got[name]
+            for p in record["per_prompt"]
+            if group in (ALL, p["bench"])
+            for got in p["runs"]
+            if got.get(name) is not None
+        ]
+        if not runs:
+            continue
+        shares = [r["repetition"] for r in runs if r.get("repetition") is not None]
+        out[name] = {
+            "runs": len(runs),
+            "diverged": sum(1 for r in runs if r.get("diverged")),
+            "repetition": statistics.fmean(shares) if shares else float("nan"),
+        }
+    return out
+
+
+def texts_line(group: str, texts: dict[str, dict[str, float]]) -> str:
+    """One sentence of `texts_written` for a group."""
+    parts = []
+    for name, t in texts.items():
+        short = name.removeprefix("engine:")
+        differs = "" if name == AR else f", {t['diverged']}/{t['runs']} outputs not AR's"
+        parts.append(f"{short} {t['repetition']:.2f}{differs}")
+    return f"{group}: repeated-4-gram share of the outputs (all repeats) {'; '.join(parts)}"

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from goose.records.bench_run import record_from_rows
 from goose.records.heldout import (
     ALL,
     BEST_SINGLE,
@@ -18,6 +19,8 @@ from goose.records.heldout import (
     fresh_rows,
     group_ratios,
     spec_record,
+    texts_line,
+    texts_written,
     verdict_lines,
 )
 from goose.records.spec_bench import (
@@ -27,7 +30,7 @@ from goose.records.spec_bench import (
     spec_bench_category,
 )
 from tests.conftest import SHARED_DATA, require_shared
-from tests.records.heldout_rows import write_fresh_run, write_spec_run
+from tests.records.heldout_rows import METHODS, row, write_fresh_run, write_spec_run
 
 
 def rounded(columns: dict[str, list[float]]) -> dict[str, list[float]]:
@@ -122,3 +125,50 @@ def test_floors(column, floor) -> None:
 
 def test_no_rows_no_record(tmp_path) -> None:
     assert spec_record(tmp_path) is None and fresh_record(tmp_path) is None
+
+
+def test_texts_written_count_outputs_not_ars_and_their_repetition() -> None:
+    """Per compared contender over every repeat of a group: the outputs that differ from the same repeat's
+    engine AR output, and the mean repeated-4-gram share; a contender that wrote AR's text counts 0."""
+    ar_out = list(range(60))
+    other = [*range(30), *([7, 8, 9, 10] * 8)[:30]]  # leaves AR's output at token 30, into a loop
+    rows, t = [], 0.0
+    for rep in range(2):
+        for prompt, bench in (("81", "writing"), ("321", "qa")):
+            outs = {
+                "engine:ar": (ar_out, 0.1),
+                "engine:pld": (ar_out, 0.1),
+                "engine:suffix:auto": (
+                    other if bench == "writing" else ar_out,
+                    0.5 if bench == "writing" else 0.1,
+                ),
+                "engine:hw_tree:auto": (other if rep == 1 else ar_out, 0.3 if rep == 1 else 0.1),
+            }
+            for name, (out, share) in outs.items():
+                t += 1
+                rows.append(
+                    row(
+                        METHODS[name], bench, prompt, 10.0, rep, t, output_ids=out, repeated_4gram_share=share
+                    )
+                )
+    record = record_from_rows(rows, "texts")
+    writing = texts_written(
+        {**record, "per_prompt": [p for p in record["per_prompt"] if p["bench"] == "writing"]}, "writing"
+    )
+    assert writing == {
+        "engine:ar": {"runs": 2, "diverged": 0, "repetition": 0.1},
+        "engine:suffix:auto": {"runs": 2, "diverged": 2, "repetition": 0.5},
+        "engine:pld": {"runs": 2, "diverged": 0, "repetition": 0.1},
+        "engine:hw_tree:auto": {"runs": 2, "diverged": 1, "repetition": pytest.approx(0.2)},
+    }
+    everything = texts_written(record, ALL)
+    assert (
+        everything["engine:suffix:auto"]["diverged"] == 2
+        and everything["engine:hw_tree:auto"]["diverged"] == 2
+    )
+    assert everything["engine:hw_tree:auto"]["runs"] == 4
+    line = texts_line("writing", writing)
+    assert line.startswith("writing: repeated-4-gram share of the outputs (all repeats) ar 0.10; ")
+    assert (
+        "suffix:auto 0.50, 2/2 outputs not AR's" in line and "hw_tree:auto 0.20, 1/2 outputs not AR's" in line
+    )
