@@ -165,33 +165,45 @@ def verdict_row(run: Path, workload: str, record: dict[str, Any]) -> list[str]:
     ]
 
 
+VERDICT_HEADER = [
+    "run",
+    "workload",
+    "hw_tree:auto / best single, all prompts",
+    f"groups below {COMBINED_FLOOR:g}×",
+    f"budget=auto cells below {AUTO_FLOOR:g}× engine:ar",
+]
+
+
+def records(records_dir: Path) -> list[tuple[Path, str, dict[str, Any]]]:
+    """(run, workload, record) of every workload of every held-out run under `records_dir`."""
+    found = []
+    for run in runs(records_dir):
+        for workload, record in ((SPEC, spec_record(run)), (FRESH, fresh_record(run))):
+            if record is not None:
+                found.append((run, workload, record))
+    return found
+
+
+def verdict_rows(found: list[tuple[Path, str, dict[str, Any]]]) -> list[list[str]]:
+    """One `verdict_row` per held-out workload, as the verdict table and the README list them."""
+    return [verdict_row(run, workload, record) for run, workload, record in found]
+
+
 def build(res: Results, out: Path) -> Output:
-    found = runs(res.records_dir())
+    found = records(res.records_dir())
     if not found:
         raise Skip(f"no held-out run (`make heldout`) in {FOLDER}/ of the records")
     folder = out / FOLDER
     output = Output()
-    verdicts = []
-    for run in found:
-        for workload, record in ((SPEC, spec_record(run)), (FRESH, fresh_record(run))):
-            if record is None:
-                continue
-            stem, header, rows, caption, notes = workload_table(run, workload, record)
-            output.files += write_table(folder, stem, header, rows, caption, notes)
-            verdicts.append(verdict_row(run, workload, record))
-    header = [
-        "run",
-        "workload",
-        "hw_tree:auto / best single, all prompts",
-        f"groups below {COMBINED_FLOOR:g}×",
-    ]
-    header.append(f"budget=auto cells below {AUTO_FLOOR:g}× engine:ar")
+    for run, workload, record in found:
+        stem, header, rows, caption, notes = workload_table(run, workload, record)
+        output.files += write_table(folder, stem, header, rows, caption, notes)
     caption = (
         "Held-out verdicts (issue 56): hw_tree:auto against the best single source (per repeat the faster of "
         "suffix:auto and pld), and every budget=auto contender against engine:ar, per category or benchmark; "
         "medians over repeats (rounds); the tables heldout_<run>_<workload> give every cell"
     )
-    output.files += write_table(folder, "heldout_verdicts", header, verdicts, caption)
+    output.files += write_table(folder, "heldout_verdicts", VERDICT_HEADER, verdict_rows(found), caption)
     return output
 
 

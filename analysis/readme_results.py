@@ -7,7 +7,8 @@ byte for byte. τ (tokens per verification step) is exact and hardware-independe
 budget B, fp32, the reference rows under results/reference/. Wall-clock comes only from the newest
 version of each canonical protocol run, results/protocol/<name>-v<k>/ (`make bench`: every contender
 side by side in one process, ≥ 3 interleaved repeats, token-weighted tokens/s over engine AR's, median
-[min, max] over repeats), with its machine, its code state and engine AR's place in the rounds.
+[min, max] over repeats), with its machine, its code state and engine AR's place in the rounds; then
+the held-out verdicts (analysis/heldout.py), where a held-out run exists.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from analysis.heldout import VERDICT_HEADER, verdict_rows
+from analysis.heldout import records as heldout_records
 from analysis.load import Results, cells, common_prompts
 from analysis.names import BENCH_ORDER, bench_name
 from analysis.report import Output, Skip, cli
@@ -150,7 +153,29 @@ def block(res: Results) -> str:
         ]
     for name, folder in runs.items():
         lines += ["", *wall_clock_table(name, folder)]
+    lines += heldout_table(res)
     return "\n".join(lines) + "\n"
+
+
+def heldout_table(res: Results) -> list[str]:
+    """The held-out verdicts (`make heldout`, analysis/heldout.py), one row per run and workload; none
+    without a held-out run."""
+    found = heldout_records(res.records_dir())
+    if not found:
+        return []
+    rows = verdict_rows(found)
+    return [
+        "",
+        "Held-out (`make heldout`: Spec-Bench's question categories in the chat template and fresh-process "
+        "short runs, workloads that did not shape the methods): hw_tree:auto against the best single source "
+        "(per repeat the faster of SuffixDecoding at budget=auto and PLD), every budget=auto contender against "
+        "engine AR, medians over repeats; in bf16 the contenders' outputs may differ from AR's at near-ties, "
+        "in fp32 they are AR's (every cell: `figures/heldout/`):",
+        "",
+        "| " + " | ".join(VERDICT_HEADER) + " |",
+        "|" + "|".join("---" for _ in VERDICT_HEADER) + "|",
+        *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows),
+    ]
 
 
 def splice(readme: str, generated: str) -> str:

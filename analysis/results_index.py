@@ -24,8 +24,8 @@ RECORDS = {  # folder -> (what it holds, how to regenerate it)
     "cost_curve": ("verification latency against tree size", "`make cost-curve`"),
     "gpu": ("the GPU records (`make gpu-check`), one folder per GPU", "`make gpu-check` on the GPU"),
     "heldout": (
-        "the held-out protocol (issue 56): Spec-Bench categories and fresh-process runs, one folder per model",
-        "`make heldout`",
+        "the held-out protocol (issue 56): Spec-Bench categories and fresh-process runs, one folder per model and dtype",
+        "`make heldout` (`HELDOUT_DTYPE=float32` for fp32)",
     ),
     "lossless_stress": (
         "every method against AR on long and adversarial prompts",

@@ -15,7 +15,7 @@ pseudo-observations at most per cell (`acceptance_prior.calibrate`); the file re
 (`acceptance_prior=hand` where the method has the field), so a calibration never starts from an earlier one.
 
     python -m experiments.calibrate_priors --model smollm2-135m --dtype bfloat16 --threads 2 \\
-        --latency results/protocol/smollm2-135m-bfloat16-v5/budget_latency.json
+        --latency results/protocol/smollm2-135m-bfloat16-v6/budget_latency.json
 
 writes goose/data/priors/smollm2-135m-bfloat16.json (`--out` for elsewhere).
 """

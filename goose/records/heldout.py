@@ -209,10 +209,12 @@ def texts_written(record: dict[str, Any], group: str) -> dict[str, dict[str, flo
 
 
 def texts_line(group: str, texts: dict[str, dict[str, float]]) -> str:
-    """One sentence of `texts_written` for a group."""
+    """One sentence of `texts_written` for a group: per contender its outputs that are not engine AR's and
+    their mean repeated-4-gram share (left out where the rows do not record it)."""
     parts = []
     for name, t in texts.items():
-        short = name.removeprefix("engine:")
-        differs = "" if name == AR else f", {t['diverged']}/{t['runs']} outputs not AR's"
-        parts.append(f"{short} {t['repetition']:.2f}{differs}")
-    return f"{group}: repeated-4-gram share of the outputs (all repeats) {'; '.join(parts)}"
+        said = [] if name == AR else [f"{t['diverged']}/{t['runs']} outputs not AR's"]
+        if t["repetition"] == t["repetition"]:  # not NaN
+            said.append(f"repeated 4-grams {t['repetition']:.2f}")
+        parts.append(f"{name.removeprefix('engine:')} {', '.join(said) or '-'}")
+    return f"{group}, what the compared contenders wrote (all repeats): {'; '.join(parts)}"

@@ -62,6 +62,12 @@ def test_spec_bench_table_per_category(figures):
     assert (
         "outputs identical to engine:ar in the first repeat: pld 2/2, suffix:auto 2/2, hw_tree:auto 2/2" in md
     )
+    # the groups below hw_tree's floor say what the compared contenders wrote (here AR's text, unrecorded share)
+    assert (
+        "writing, what the compared contenders wrote (all repeats): ar -; suffix:auto 0/3 outputs not AR's; "
+        "pld 0/3 outputs not AR's; hw_tree:auto 0/3 outputs not AR's" in md
+    )
+    assert "qa, what the compared" not in md
     assert "Spec-Bench, 1 questions of each category" in md and "3 interleaved repeats" in md
     assert "test-cpu with 1 threads (`tiny-bfloat16/spec_bench`); code 0123456789ab" in md
 

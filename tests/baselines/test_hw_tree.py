@@ -486,6 +486,9 @@ def test_method_config_instantiates_through_hydra():
     assert isinstance(drafter, HwTreeDrafter) and drafter.config() == HwTreeDrafter().config()
     assert drafter.config()["ngram_lengths"] == [5, 4, 3, 2, 1]
     compose_config(["method=hw_tree", "method.drafter.adj_width=2"])  # validated like a run.py job
+    ablation = method_config("hw_tree_no_row_value")  # the ablation changes row_value and nothing else
+    assert ablation.name == "hw_tree_no_row_value"
+    assert instantiate(ablation.drafter, _convert_="all").config() == {**drafter.config(), "row_value": False}
 
 
 @pytest.mark.parametrize(

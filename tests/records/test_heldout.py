@@ -168,7 +168,12 @@ def test_texts_written_count_outputs_not_ars_and_their_repetition() -> None:
     )
     assert everything["engine:hw_tree:auto"]["runs"] == 4
     line = texts_line("writing", writing)
-    assert line.startswith("writing: repeated-4-gram share of the outputs (all repeats) ar 0.10; ")
-    assert (
-        "suffix:auto 0.50, 2/2 outputs not AR's" in line and "hw_tree:auto 0.20, 1/2 outputs not AR's" in line
+    assert line.startswith(
+        "writing, what the compared contenders wrote (all repeats): ar repeated 4-grams 0.10; "
+    )
+    assert "suffix:auto 2/2 outputs not AR's, repeated 4-grams 0.50" in line
+    assert "hw_tree:auto 1/2 outputs not AR's, repeated 4-grams 0.20" in line
+    unrecorded = {name: {**t, "repetition": float("nan")} for name, t in writing.items()}
+    assert texts_line("writing", unrecorded).endswith(
+        "ar -; suffix:auto 2/2 outputs not AR's; pld 0/2 outputs not AR's; hw_tree:auto 1/2 outputs not AR's"
     )
