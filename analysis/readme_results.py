@@ -20,7 +20,7 @@ from analysis.heldout import VERDICT_HEADER, verdict_rows
 from analysis.heldout import records as heldout_records
 from analysis.load import Results, cells, common_prompts
 from analysis.names import BENCH_ORDER, bench_name
-from analysis.report import Output, Skip, cli
+from analysis.report import Output, Skip, cli, pipe_table
 from analysis.wall_clock import code_note, degenerate_note, gate_note, machine, positions_note
 from goose.records.bench_run import per_repeat_tokens_per_s, ratios, record_from_rows, spread
 from goose.records.results import read_rows
@@ -163,7 +163,6 @@ def heldout_table(res: Results) -> list[str]:
     found = heldout_records(res.records_dir())
     if not found:
         return []
-    rows = verdict_rows(found)
     return [
         "",
         "Held-out (`make heldout`: Spec-Bench's question categories in the chat template and fresh-process "
@@ -172,9 +171,7 @@ def heldout_table(res: Results) -> list[str]:
         "engine AR, medians over repeats; in bf16 the contenders' outputs may differ from AR's at near-ties, "
         "in fp32 they are AR's (every cell: `figures/heldout/`):",
         "",
-        "| " + " | ".join(VERDICT_HEADER) + " |",
-        "|" + "|".join("---" for _ in VERDICT_HEADER) + "|",
-        *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows),
+        *pipe_table(VERDICT_HEADER, verdict_rows(found)),
     ]
 
 

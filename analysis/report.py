@@ -132,6 +132,12 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX.get(ch, ch) for ch in str(text))
 
 
+def pipe_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A markdown pipe table's lines: the header, its rule and one line per row (a `|` in a cell escaped)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return lines + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+
+
 def write_table(
     out: Path,
     name: str,
@@ -143,8 +149,7 @@ def write_table(
     """A table as out/name.md (caption, pipe table, notes) and out/name.tex (booktabs)."""
     out.mkdir(parents=True, exist_ok=True)
     body = [[fmt(v) if not isinstance(v, str) else v for v in r] for r in rows]
-    md = [f"**{caption}**", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    md += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
+    md = [f"**{caption}**", "", *pipe_table(header, body)]
     if notes:
         md += [""] + [f"- {n}" for n in notes]
     md_path = out / f"{name}.md"

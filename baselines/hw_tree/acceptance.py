@@ -45,26 +45,10 @@ def depth_bucket(depth: int) -> int:
     return 9 if depth <= 12 else 10 if depth <= 20 else 11
 
 
-_BUCKET_OF_DEPTH = tuple(depth_bucket(d) for d in range(25))  # depth_bucket of depths 0..24, precomputed
-
-
 def node_cell(pool: CandidatePool, node: int) -> int:
-    """`AcceptanceEstimator.cell(mask, depth, pool.lead_bin(node))` of a pool node in one call: the drafter
-    rates and labels a few dozen nodes a step, so the lookups are inlined (LEAD_ORDER: SUF, ALT, ADJ, RUN,
-    CTX; tests check it against the three calls)."""
-    b = pool.bins[node]
-    lead = b[SUF]
-    if lead < 0:
-        lead = b[ALT]
-        if lead < 0:
-            lead = b[ADJ]
-            if lead < 0:
-                lead = b[RUN]
-                if lead < 0:
-                    lead = b[CTX] if b[CTX] >= 0 else 0
-    d = pool.depths[node]
-    bucket = _BUCKET_OF_DEPTH[d] if d < 25 else DEPTH_BUCKETS - 1
-    return (pool.masks[node] * DEPTH_BUCKETS + bucket) * CONF_BINS + lead
+    """`AcceptanceEstimator.cell` of a pool node: its source mask, depth and lead source's bin
+    (`CandidatePool.lead_bin`), the key the drafter rates it and labels it by."""
+    return AcceptanceEstimator.cell(pool.masks[node], pool.depths[node], pool.lead_bin(node))
 
 
 def _lead_source(mask: int) -> int:

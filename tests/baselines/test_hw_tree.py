@@ -730,9 +730,9 @@ def test_estimator_rate_is_the_table_cell_by_cell(decay, calibrated):
 
 
 def test_node_cell_is_the_estimators_cell_of_the_lead_bin():
-    """The drafter's one-call cell of a pool node equals cell(mask, depth, lead_bin) for every combination of
-    sources (each with its own bin or none) and depths past the last bucket; a lead order or depth bucket
-    that drifted from LEAD_ORDER / depth_bucket would fail."""
+    """The key the drafter rates and labels a pool node by is the estimator's cell of its mask, depth and lead
+    bin, for every combination of sources (each with its own bin or none) and depths past the last bucket; a
+    key read from another node's fields or another source's bin would fail."""
     rng = random.Random(5)
     pool = CandidatePool.rooted(0)
     parent = 0
