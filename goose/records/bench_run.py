@@ -88,9 +88,10 @@ def record_from_rows(
         slot.setdefault(contender_name(r["method"], r.get("verifier")), r)  # the first row of a key wins
 
     def run(r: dict | None, ar: dict | None = None) -> dict | None:
-        """A row's tokens and seconds; with the same repeat's engine AR row, also what it wrote against AR's:
-        `diverged` (its output differs) and both outputs' `repetition` (repeated-4-gram share), so that a
-        ratio between contenders that wrote different texts can be told apart (half-precision near-ties: docs/records.md, `near_tie`)."""
+        """A row's tokens and seconds, and what it wrote: `repetition` (its output's repeated-4-gram share)
+        and, given the same repeat's engine AR row, `diverged` (its output is not AR's), so that a ratio
+        between contenders that wrote different texts can be told apart (half-precision near-ties:
+        docs/records.md, `near_tie`)."""
         if r is None or r.get("status", "ok") != "ok":
             return None
         out = {"tokens": r["generated_tokens"], "seconds": r["wall_time_s"]}

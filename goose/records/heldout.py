@@ -18,6 +18,7 @@ SuffixDecoding at budget=auto and PLD), and every budget=auto contender ≥ 0.98
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -214,7 +215,7 @@ def texts_line(group: str, texts: dict[str, dict[str, float]]) -> str:
     parts = []
     for name, t in texts.items():
         said = [] if name == AR else [f"{t['diverged']}/{t['runs']} outputs not AR's"]
-        if t["repetition"] == t["repetition"]:  # not NaN
+        if not math.isnan(t["repetition"]):
             said.append(f"repeated 4-grams {t['repetition']:.2f}")
         parts.append(f"{name.removeprefix('engine:')} {', '.join(said) or '-'}")
     return f"{group}, what the compared contenders wrote (all repeats): {'; '.join(parts)}"
