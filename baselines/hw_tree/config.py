@@ -25,7 +25,9 @@ class HwTreeConfig(CalibratedPriorConfig):
     `alt_prior`, `suf_prior`, `adj_prior`, `run_prior` (scales of the confidence) at depth 1, and
     `chain_gain`, the share of a copying source's prior rejection rate kept per level deeper. `row_value`:
     a node whose token has no table row gains g (RowValue), starting at `row_prior` tokens per row with
-    the weight of `row_prior_rows` rows. `acceptance_prior`: a calibrated prior to start the estimator from
+    the weight of `row_prior_rows` rows. `request_scale`: the size rule weighs the estimates by this
+    request's accepted over predicted drafted nodes (RequestScale: `scale_prior_nodes` pseudo-nodes at 1,
+    decayed by `scale_decay` per verified tree, reset per request). `acceptance_prior`: a calibrated prior to start the estimator from
     where it has evidence (a model or family name, a prior's name or a path to a prior file:
     goose.engine.core.acceptance_prior.find_prior; none found: the hand priors above), "auto" the prior of
     the run's model (goose.harness.compose.drafter_spec), "hand" (the default; results/studies/priors/
@@ -55,6 +57,9 @@ class HwTreeConfig(CalibratedPriorConfig):
     row_value: bool = True
     row_prior: float = 0.1
     row_prior_rows: float = 20.0
+    request_scale: bool = True
+    scale_prior_nodes: float = 2.0
+    scale_decay: float = 0.95
 
     def _validate(self) -> None:
         super()._validate()
@@ -63,6 +68,11 @@ class HwTreeConfig(CalibratedPriorConfig):
         check_bool(f"{owner}.suffix", self.suffix)
         check_bool(f"{owner}.row_value", self.row_value)
         check_bool(f"{owner}.run_table", self.run_table)
+        check_bool(f"{owner}.request_scale", self.request_scale)
+        check_positive(f"{owner}.scale_prior_nodes", self.scale_prior_nodes, why="pseudo-nodes at c = 1")
+        check_float(f"{owner}.scale_decay", self.scale_decay, 0.0, 1.0, why="per-tree forgetting, in (0, 1]")
+        if self.scale_decay == 0:
+            raise ValueError(f"{owner}.scale_decay = 0: must be in (0, 1] (1: never forget within a request)")
         check_float(f"{owner}.row_prior", self.row_prior, 0.0, 4.0, why="tokens committed later per new row")
         check_positive(f"{owner}.row_prior_rows", self.row_prior_rows, why="pseudo-rows of the row prior")
         check_int(f"{owner}.alt_matches", self.alt_matches, low=0, why="other occurrences drafted (0: none)")
@@ -96,6 +106,8 @@ class HwTreeConfig(CalibratedPriorConfig):
             "decay",
             "row_prior",
             "row_prior_rows",
+            "scale_prior_nodes",
+            "scale_decay",
         ):
             object.__setattr__(self, name, float(getattr(self, name)))
         for name in ("ctx_prior", "alt_prior", "suf_prior", "adj_prior", "run_prior", "chain_gain"):

@@ -18,7 +18,9 @@ so that each prefix of b nodes is the subtree of size b with the largest E[accep
 b = `budget`. The adjacency table is filled only from the logits of the nodes verified, so a node whose token
 has no row yet is worth more than its P(path accepted): it is ranked and sized with g more, g the tokens
 accepted later per row that only a rejected node wrote, learnt online (baselines.hw_tree.acceptance.RowValue;
-`row_value`). Goose's own rules are untouched (`method=goose`).
+`row_value`). The size rule weighs the run-level estimates by c, this request's accepted over predicted
+drafted nodes (baselines.hw_tree.request_scale; `request_scale`), so a prompt of another kind than the last
+ones is sized for its own acceptance within a few steps. Goose's own rules are untouched (`method=goose`).
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ from baselines.hw_tree.pool import (
     best_size,
     conf_bin,
     occurrence_bins,
+    scaled,
     select_best_first,
 )
+from baselines.hw_tree.request_scale import RequestScale
 from baselines.shared.adjacency_drafter import AdjacencyDrafter, prev_of_anchor
 from baselines.suffix import SuffixDecodingDrafter
 from goose.engine.core.acceptance_prior import load_prior
@@ -75,7 +79,9 @@ class HwTreeDrafter(AdjacencyDrafter):
     hw_expected_accepted (Σ predicted P(accepted) of verified nodes), hw_src_offered / hw_src_accepted
     (verified / accepted nodes per source bit: ctx, alt, suf, adj), hw_calib_nodes / _accepted / _predicted
     (per tenth of predicted P(path accepted)), hw_size_* (the size rule's decisions against their
-    outcomes per bucket of the verified size, greedy only: SizeOutcomes), route_<route>.
+    outcomes per bucket of the verified size, greedy only: SizeOutcomes; their predictions weighed by c),
+    hw_scale_sum (Σ over steps of the request's calibration c the size rule used: RequestScale),
+    route_<route>.
     """
 
     config_class = HwTreeConfig
@@ -99,6 +105,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         calibrated = load_prior(cfg.acceptance_prior, "hw_tree", self.name)
         self.estimator = AcceptanceEstimator(prior, cfg.prior_strength, cfg.decay, cfg.chain_gain, calibrated)
         self.row_value_model = RowValue(cfg.row_prior, cfg.row_prior_rows, cfg.decay)
+        self.scale_model = RequestScale(cfg.scale_prior_nodes, cfg.scale_decay)
         self._row_gain = 0.0
         # tokens whose row only a rejected node wrote (this prompt), and the pool nodes drafted from such rows
         self._explored: set[int] = set()
@@ -151,6 +158,7 @@ class HwTreeDrafter(AdjacencyDrafter):
             self.suffix_source.begin(prompt_ids, prefill_logits)
         self._calib = Calibration()
         self._sizes = SizeOutcomes()
+        self.scale_model.begin()
         width = len(SOURCE_BITS)
         self.stats.update({"hw_src_offered": [0] * width, "hw_src_accepted": [0] * width})
         self.stats.update(self._calib.as_stats())
@@ -242,7 +250,10 @@ class HwTreeDrafter(AdjacencyDrafter):
         self._row_gain = self.row_value_model.gain() if self.row_value else 0.0
         stop_early = None if self.full_pool else self._latency
         gain = self._gain if self.row_value else None
-        sel = select_best_first(pool, self._rate, self.budget, self._expand, stop_early, gain, self._row_gain)
+        scale = self.scale_model.scale() if self.request_scale else 1.0
+        sel = select_best_first(
+            pool, self._rate, self.budget, self._expand, stop_early, gain, self._row_gain, scale
+        )
         b = len(sel) if self._latency is None else best_size(sel.expected_committed(), self._latency)
         self.last_pool, self.last_selection, self._verified = pool, sel, b
         self._pending.append([pool, len(committed) - 1, 0])
@@ -254,6 +265,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         self.route = "ar" if b < 2 else "chain" if max(tree.depths) == b - 1 else "tree"
         self.count("hw_steps")
         self.count("hw_pool_nodes", len(sel))
+        self.stats["hw_scale_sum"] = self.stats.get("hw_scale_sum", 0.0) + scale
         self.count(f"route_{self.route}")
         return tree
 
@@ -323,7 +335,8 @@ class HwTreeDrafter(AdjacencyDrafter):
         if len(tree) == 1:
             values, gains = [1.0], [0.0]
         elif places is not None and self.last_selection is not None:
-            values = [self.last_selection.values[j] for j in places]
+            c = self.last_selection.scale
+            values = [1.0, *(scaled(self.last_selection.values[j], c) for j in places[1:])]
             gains = [self.last_selection.gains[j] for j in places]
         else:
             return
@@ -362,6 +375,7 @@ class HwTreeDrafter(AdjacencyDrafter):
                     offered[s] += 1
                     taken[s] += int(ok)
         self.stats["hw_expected_accepted"] = self.stats.get("hw_expected_accepted", 0.0) + expected
+        self.scale_model.observe(expected, len(accepted) - 1)
 
     def end(self) -> None:
         """The prompt's calibration and size-outcome counts into its stats (once, not every step); its

@@ -139,23 +139,33 @@ class Selection:
     values: list[float]
     parents: list[int]
     gains: list[float] = field(default_factory=list)
+    scale: float = 1.0  # c, the request's calibration the selection weighed values by (`scaled`)
 
     def __len__(self) -> int:
         return len(self.order)
 
     def expected_committed(self) -> list[float]:
-        """E[committed | b] for b = 1..len, gains included: the anchor's value 1 is the bonus token."""
-        return expected_committed(self.values, self.gains)
+        """E[committed | b] for b = 1..len, values scaled by c and gains included: the anchor's 1 is the
+        bonus token."""
+        return expected_committed(self.values, self.gains, self.scale)
 
 
-def expected_committed(values: Sequence[float], gains: Sequence[float] = ()) -> list[float]:
+def scaled(value: float, scale: float) -> float:
+    """min(1, c·q): a path value q weighed by the request's calibration c (a probability stays ≤ 1)."""
+    return min(1.0, scale * value)
+
+
+def expected_committed(
+    values: Sequence[float], gains: Sequence[float] = (), scale: float = 1.0
+) -> list[float]:
     """E[committed | b] for b = 1..len(values) of a best-first order: the running sum of each node's value
-    (P(path accepted); the anchor's 1 is the bonus token) plus its gain past this step (none: 0)."""
+    (P(path accepted), weighed by c = `scale`: min(1, c·q); the anchor's 1 is the bonus token) plus its
+    gain past this step (none: 0)."""
     if gains and len(gains) != len(values):
         raise ValueError(f"expected_committed: {len(gains)} gains for {len(values)} values")
     out, total = [], 0.0
     for i, v in enumerate(values):
-        total += v + (gains[i] if gains else 0.0)
+        total += (v if i == 0 else scaled(v, scale)) + (gains[i] if gains else 0.0)
         out.append(total)
     return out
 
@@ -168,6 +178,7 @@ def select_best_first(
     latency: Callable[[int], float] | None = None,
     gain: GainFn | None = None,
     max_gain: float = 0.0,
+    scale: float = 1.0,
 ) -> Selection:
     """The `budget` most valuable pool nodes, anchor included, in best-first order (ties: shallower, then
     earlier in the pool); every prefix is the largest-E[accepted] ancestor-closed subtree of its size.
@@ -177,12 +188,16 @@ def select_best_first(
     With `latency` t the selection stops once no larger tree can beat the best E[committed | b] / t(b) so
     far: each further node adds at most the heap's top key plus `max_gain`, so no size m > b can do better
     once E[committed | b] + (m − b)·that ≤ best · t(m) for every m (t need not be non-decreasing), and
-    `best_size` picks the same b from the shorter selection."""
+    `best_size` picks the same b from the shorter selection.
+    With `scale` c (the request's calibration, `RequestScale`) a node counts min(1, c·value) + gain, in the
+    order and in E[committed | b]; `values` stay the estimator's."""
     if budget < 1:
         raise ValueError(f"budget = {budget}: must be >= 1")
+    if not scale > 0:
+        raise ValueError(f"scale = {scale}: must be > 0")
     order, values, parents, gains = [0], [1.0], [-1], [0.0]
-    # (-(value + gain), depth, pool node, parent's place, value)
-    heap: list[tuple[float, int, int, int, float]] = []
+    # (-(min(1, c·value) + gain), depth, pool node, parent's place, value, gain)
+    heap: list[tuple[float, int, int, int, float, float]] = []
 
     def open_node(node: int, place: int) -> None:
         kids = pool.children(node)  # the lazy paths' nodes first, then the expansion's
@@ -198,11 +213,11 @@ def select_best_first(
             if not 0.0 <= r <= 1.0:
                 raise ValueError(f"pool node {child}: rate {r} outside [0, 1]")
             mass += r
-        scale = SIBLING_MASS / mass if mass > SIBLING_MASS else 1.0
+        share = SIBLING_MASS / mass if mass > SIBLING_MASS else 1.0
         for child, r in rated:
-            v = value * r * scale
+            v = value * r * share
             g = gain(pool, child) if gain is not None else 0.0
-            heapq.heappush(heap, (-(v + g), depth, child, place, v))
+            heapq.heappush(heap, (-(scaled(v, scale) + g), depth, child, place, v, g))
 
     open_node(0, 0)
     expected = 1.0
@@ -210,10 +225,10 @@ def select_best_first(
     cheapest_from = list(accumulate(reversed(costs), min))[::-1]  # [i] = min t(m) over m > i
     best = 1.0 / costs[0] if costs else 0.0
     while heap and len(order) < budget:
-        neg, _, node, parent_place, value = heapq.heappop(heap)
+        neg, _, node, parent_place, value, g = heapq.heappop(heap)
         order.append(node)
         values.append(value)
-        gains.append(-neg - value)
+        gains.append(g)
         parents.append(parent_place)
         b = len(order)
         if b >= budget:
@@ -222,12 +237,14 @@ def select_best_first(
         if latency is not None and heap:
             expected -= neg
             best = max(best, expected / costs[b - 1])
-            step = max_gain - heap[0][0]  # the most any further node adds
+            # the most any further node adds: its min(1, c·value) is at most its ancestor's in the heap, so at
+            # most the top key, and its gain at most max_gain
+            step = max_gain - heap[0][0]
             if (expected + step * (budget - b)) / cheapest_from[b] <= best or _cannot_pay(
                 expected, step, best, costs, b
             ):
                 break  # no larger tree can do better
-    return Selection(order, values, parents, gains)
+    return Selection(order, values, parents, gains, scale)
 
 
 def _cannot_pay(expected: float, step: float, best: float, costs: Sequence[float], b: int) -> bool:
