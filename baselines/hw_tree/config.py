@@ -25,9 +25,10 @@ class HwTreeConfig(CalibratedPriorConfig):
     `alt_prior`, `suf_prior`, `adj_prior`, `run_prior` (scales of the confidence) at depth 1, and
     `chain_gain`, the share of a copying source's prior rejection rate kept per level deeper. `row_value`:
     a node whose token has no table row gains g (RowValue), starting at `row_prior` tokens per row with
-    the weight of `row_prior_rows` rows. `request_scale`: the size rule weighs the estimates by this
-    request's accepted over predicted drafted nodes (RequestScale: `scale_prior_nodes` pseudo-nodes at 1,
-    decayed by `scale_decay` per verified tree, reset per request). `acceptance_prior`: a calibrated prior to start the estimator from
+    the weight of `row_prior_rows` rows. `request_scale` (off; results/studies/hw_tree/ says why): the size
+    rule weighs the estimates by this request's accepted over predicted drafted nodes (RequestScale:
+    `scale_prior_nodes` pseudo-nodes at 1, decayed by `scale_decay` per verified tree, reset per request).
+    `acceptance_prior`: a calibrated prior to start the estimator from
     where it has evidence (a model or family name, a prior's name or a path to a prior file:
     goose.engine.core.acceptance_prior.find_prior; none found: the hand priors above), "auto" the prior of
     the run's model (goose.harness.compose.drafter_spec), "hand" (the default; results/studies/priors/
@@ -57,7 +58,7 @@ class HwTreeConfig(CalibratedPriorConfig):
     row_value: bool = True
     row_prior: float = 0.1
     row_prior_rows: float = 20.0
-    request_scale: bool = True
+    request_scale: bool = False
     scale_prior_nodes: float = 2.0
     scale_decay: float = 0.95
 

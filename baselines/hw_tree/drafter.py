@@ -18,9 +18,9 @@ so that each prefix of b nodes is the subtree of size b with the largest E[accep
 b = `budget`. The adjacency table is filled only from the logits of the nodes verified, so a node whose token
 has no row yet is worth more than its P(path accepted): it is ranked and sized with g more, g the tokens
 accepted later per row that only a rejected node wrote, learnt online (baselines.hw_tree.acceptance.RowValue;
-`row_value`). The size rule weighs the run-level estimates by c, this request's accepted over predicted
-drafted nodes (baselines.hw_tree.request_scale; `request_scale`), so a prompt of another kind than the last
-ones is sized for its own acceptance within a few steps. Goose's own rules are untouched (`method=goose`).
+`row_value`). With `request_scale` (off by default) the size rule weighs the run-level estimates by c, this
+request's accepted over predicted drafted nodes (baselines.hw_tree.request_scale). Goose's own rules are
+untouched (`method=goose`).
 """
 
 from __future__ import annotations

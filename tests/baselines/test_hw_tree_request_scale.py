@@ -1,6 +1,6 @@
-"""hw_tree's request calibration c (baselines.hw_tree.request_scale): its arithmetic, the selection and the
-size rule weighing values by min(1, c·q), the early stop still exact under c, and the drafter learning c
-within a request, resetting it per request, and not at all with `request_scale` off."""
+"""hw_tree's request calibration c (baselines.hw_tree.request_scale, off by default): its arithmetic, the
+selection and the size rule weighing values by min(1, c·q), the early stop still exact under c, and the
+drafter learning c within a request, resetting it per request, and not using it with `request_scale` off."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def _drafter(**kw) -> HwTreeDrafter:
 
 
 def test_the_drafter_learns_c_within_a_request_and_sizes_smaller_trees_when_drafts_fail():
-    d = _drafter()
+    d = _drafter(request_scale=True)
     first = d.propose(PROMPT)
     predicted = sum(d.last_selection.values[1 : len(first)])
     d.observe(first, outcome_for(first, [0, 1, 2]))  # two drafted nodes accepted of ~8.6 predicted
@@ -128,8 +128,9 @@ def test_the_drafter_learns_c_within_a_request_and_sizes_smaller_trees_when_draf
     assert d.last_selection.scale == 1.0
 
 
-def test_the_ablation_config_turns_the_request_scale_off_and_nothing_else():
-    ablation = method_config("hw_tree_no_request_scale")
-    assert ablation.name == "hw_tree_no_request_scale"
-    drafter = instantiate(ablation.drafter, _convert_="all")
-    assert drafter.config() == {**HwTreeDrafter().config(), "request_scale": False}
+def test_off_by_default_and_the_variant_config_turns_it_on_and_nothing_else():
+    assert HwTreeDrafter().cfg.request_scale is False
+    variant = method_config("hw_tree_request_scale")
+    assert variant.name == "hw_tree_request_scale"
+    drafter = instantiate(variant.drafter, _convert_="all")
+    assert drafter.config() == {**HwTreeDrafter().config(), "request_scale": True}
