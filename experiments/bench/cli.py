@@ -90,6 +90,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="the engine's compile setting: the verification steps' lean forward through torch.compile",
     )
+    ap.add_argument(
+        "--device",
+        default=None,
+        help="model.device: where the model runs (cpu, cuda, cuda:1, mps; default: the model config's)",
+    )
+    ap.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="cuda_graphs=true: the verification steps replayed from CUDA graphs (CUDA only; captures are "
+        "recorded apart from the timed steps: graph_captures, graph_capture_s)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
         "--methods", default="goose,goose:auto", help="engine methods besides AR; suffix :auto = budget=auto"

@@ -34,6 +34,7 @@ from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.budget.draft_gate import DraftGateConfig
 from goose.engine.budget.hardware_limit import measure_floor
 from goose.engine.core.verifier import VerificationEngine
+from goose.harness.compose import UserError
 from goose.harness.job import auto_budget, warm_generation
 from goose.harness.models.load import LoadedModel
 from goose.harness.runner import SamplingPlan
@@ -172,7 +173,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"experiments.bench: {exc}") from None
     if args.threads:
         torch.set_num_threads(args.threads)
-    loaded, engine = model_and_engine(args.model, args.dtype, args.prepack, args.compile)
+    try:
+        loaded, engine = model_and_engine(
+            args.model, args.dtype, args.prepack, args.compile, args.device, args.cuda_graphs
+        )
+    except UserError as exc:  # a device or forward setting this machine cannot run
+        raise SystemExit(f"experiments.bench: {exc}") from None
     benches = [b for b in args.benches.split(",") if b]
     prompts = load_prompts(
         loaded.tokenizer,

@@ -32,14 +32,21 @@ def method_factory(name: str, overrides: Sequence[str] = (), *, model: str) -> C
 
 
 def model_and_engine(
-    name: str, dtype: str | None = None, prepack: str = "auto", compile_forward: bool = False
+    name: str,
+    dtype: str | None = None,
+    prepack: str = "auto",
+    compile_forward: bool = False,
+    device: str | None = None,
+    cuda_graphs: bool = False,
 ) -> tuple[LoadedModel, VerificationEngine]:
-    """conf/model/<name>.yaml, optionally in another dtype, and its warmed-up engine with the
-    config's `prepack` and `compile` settings, through the harness's loader (the one `run.py`
-    uses)."""
+    """conf/model/<name>.yaml, optionally in another dtype or on another device (None: the model config's),
+    and its warmed-up engine with the config's `prepack`, `compile` and `cuda_graphs` settings, through the
+    harness's loader (the one `run.py` uses); a setting the device cannot run is a UserError naming it."""
     release_engines()  # one model in memory at a time
     overrides = [f"model={name}", f"prepack={prepack}", f"compile={str(compile_forward).lower()}"]
+    overrides += [f"cuda_graphs={str(cuda_graphs).lower()}"]
     overrides += [f"model.dtype={dtype}"] if dtype else []
+    overrides += [f"model.device={device}"] if device else []
     return load_engine(compose_config(overrides))
 
 

@@ -23,6 +23,11 @@ the timing stage merges shape by shape, so `--shapes` can split it too):
               goose.engine.forward.static_step): its cost curves and its AR in the same race, kept
               (`keep`) where its AR is > 5% faster than the eager engine's; with --compile also
               the engine with its lean forward through torch.compile.
+  sidebyside  SmolLM2-135M's real weights on the device, every contender side by side in wall clock
+              (experiments.bench with --device and, on CUDA, --cuda-graphs; 5 prompts each of HumanEval,
+              GSM8K and MT-Bench, 128 tokens, 2 interleaved repeats, fp32 and bf16: --side-dtypes picks),
+              tokens/s over engine AR, identity to AR, τ and drafting ms per step
+              (experiments/gpu/side_by_side.py).
   projection  the per-step tree sizes of the shipped SmolLM2 rows replayed against each shape's cost
               curve plus each method's drafting time (from this run's SmolLM2 rows where the lossless
               stage ran, else from the shipped rows): a projected speed-up per method and benchmark,
@@ -58,6 +63,7 @@ from experiments.gpu.lossless import lossless_header, lossless_summary, stage_lo
 from experiments.gpu.profile import CPU, GPU, RECORD, ROOT, STAGES, folder_name
 from experiments.gpu.projection import stage_projection
 from experiments.gpu.record import load_record, save_record
+from experiments.gpu.side_by_side import stage_from_rows, stage_side_by_side
 from experiments.gpu.summary import failures, summary_lines
 from experiments.gpu.timing import stage_timing
 from goose.harness.models.random_weights import load_shape
@@ -96,6 +102,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument(
+        "--sidebyside-rows",
+        default=None,
+        help="sidebyside: summarise the rows already under DIR/<dtype>/ (copied back from a GPU host) instead "
+        "of running",
+    )
+    ap.add_argument(
+        "--side-dtypes", default=None, help="sidebyside: comma-separated dtypes (default: the profile's)"
+    )
+    ap.add_argument(
         "--lossless-rows",
         default=None,
         help="lossless: summarise the rows already under DIR/<run label>/ (e.g. copied back from a GPU "
@@ -126,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     # projection and figures read the record only: they may run anywhere on a GPU run's record
-    record_only = set(stages) <= {"projection", "figures"} or (
-        args.lossless_rows is not None and set(stages) <= {"lossless", "projection", "figures"}
-    )
+    copied = {"lossless"} if args.lossless_rows else set()
+    copied |= {"sidebyside"} if args.sidebyside_rows else set()
+    record_only = set(stages) <= {"projection", "figures"} | copied
     if torch.device(device).type == "cuda" and not torch.cuda.is_available() and not record_only:
         print(f"error: --device {device}, but torch sees no CUDA device here", file=sys.stderr)
         return 2
@@ -146,6 +161,15 @@ def main(argv: list[str] | None = None) -> int:
         changes["lossless_limit"] = args.limit
     if args.methods:
         changes["lossless_methods"] = args.methods
+    if args.side_dtypes:
+        changes["side_dtypes"] = tuple(d for d in args.side_dtypes.split(",") if d)
+        bad = [d for d in changes["side_dtypes"] if d not in ("float32", "bfloat16", "float16")]
+        if bad:
+            print(
+                f"error: --side-dtypes {', '.join(bad)}: choose from float32, bfloat16, float16",
+                file=sys.stderr,
+            )
+            return 2
     if args.jobs is not None:
         if args.jobs < 1:
             print(f"error: --jobs {args.jobs}: must be at least 1", file=sys.stderr)
@@ -184,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         elif stage == "lossless":
             result = stage_lossless(profile, work, args.data_dir, record, path)
+        elif stage == "sidebyside" and args.sidebyside_rows:
+            result = stage_from_rows(profile, Path(args.sidebyside_rows), record)
+        elif stage == "sidebyside":
+            result = stage_side_by_side(profile, work, args.data_dir, record, path)
         elif stage == "timing":
             result = stage_timing(profile, record, path)
         elif stage == "projection":

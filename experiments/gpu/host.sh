@@ -7,6 +7,7 @@
 #
 #   GPU_CHECK_SECONDS=300 bash experiments/gpu/host.sh --stages tests,usedby,timing --tokenizer .gpu/tokenizer
 #   GPU_CHECK_SECONDS=480 bash experiments/gpu/host.sh --stages lossless
+#   GPU_CHECK_SECONDS=540 bash experiments/gpu/host.sh --stages sidebyside --side-dtypes bfloat16
 #
 # GPU_CHECK_SECONDS stops the check after that many seconds; every stage (every timed shape) is
 # saved as it finishes, so a run cut short keeps what it measured.
@@ -30,5 +31,7 @@ if [ -n "${OUT:-}" ]; then
     [ -f ".gpu/out/$f" ] && cp ".gpu/out/$f" "$OUT/"
   done
   [ -d .gpu/work/lossless ] && tar -czf "$OUT/lossless_rows.tar.gz" -C .gpu/work lossless
+  [ -d .gpu/work/sidebyside ] && tar -czf "$OUT/sidebyside_rows.tar.gz" --exclude "*.lock" --exclude "*.state" \
+    -C .gpu/work sidebyside
 fi
 exit "$rc"

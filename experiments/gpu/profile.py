@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ("tests", "usedby", "timing", "lossless", "projection", "figures")
+STAGES = ("tests", "usedby", "timing", "lossless", "sidebyside", "projection", "figures")
 GRAPHED_FP32 = "float32+graphs"  # the lossless run with cuda_graphs=true (CUDA only)
 RECORD = "gpu_check.json"
 # The targets at 7B shape in fp16 (checked on a GPU run only).
@@ -49,6 +49,15 @@ class Profile:
     usedby_methods: str
     usedby_limit: int
     usedby_tokens: int
+    # sidebyside: SmolLM2-135M's real weights, every contender in wall clock (experiments/gpu/side_by_side.py)
+    side_dtypes: tuple[str, ...]
+    side_methods: str  # engine contenders besides AR (experiments.bench --methods)
+    side_hf: str  # transformers contenders (experiments.bench --hf; "" none)
+    side_benches: tuple[str, ...]
+    side_limit: int
+    side_tokens: int
+    side_repeats: int
+    side_graphs: bool  # cuda_graphs=true (CUDA only)
 
 
 GPU = Profile(
@@ -78,6 +87,14 @@ GPU = Profile(
     usedby_methods="ar,pld,goose",
     usedby_limit=2,
     usedby_tokens=128,
+    side_dtypes=("float32", "bfloat16"),
+    side_methods="pld,goose:auto,hw_tree:auto,suffix:auto,opt_tree:auto,tr:auto",
+    side_hf="greedy,pld",
+    side_benches=("humaneval", "gsm8k", "mtbench"),
+    side_limit=5,
+    side_tokens=128,
+    side_repeats=2,
+    side_graphs=True,
 )
 
 
@@ -108,6 +125,14 @@ CPU = Profile(
     usedby_methods="ar,pld,goose",
     usedby_limit=1,
     usedby_tokens=16,
+    side_dtypes=("float32",),
+    side_methods="pld,hw_tree:auto",
+    side_hf="",
+    side_benches=("humaneval",),
+    side_limit=1,
+    side_tokens=16,
+    side_repeats=2,
+    side_graphs=False,
 )
 
 

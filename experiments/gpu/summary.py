@@ -125,6 +125,8 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
                 f"engine AR >= {TARGET_AR_OVER_GENERATE}x generate: {'met' if ok_ar else 'NOT met'}"
                 + with_graphs
             )
+    if st.get("sidebyside"):
+        lines += side_by_side_lines(st["sidebyside"])
     for name, proj in ((st.get("projection") or {}).get("shapes") or {}).items():
         by_method: dict[str, list[float]] = {}
         for r in proj["table"]:
@@ -155,9 +157,26 @@ def graphed_summary(graphs: dict[str, Any] | None) -> str:
     return f"  engine with CUDA graphs ({graphs['captures']} captures): {race}{curves}"
 
 
+def side_by_side_lines(side: dict[str, Any]) -> list[str]:
+    """The sidebyside stage: per dtype its run's summary (tokens/s over engine AR, identity to AR)."""
+    graphs = ", CUDA graphs" if side.get("cuda_graphs") else ""
+    lines = [
+        f"side by side, {side['model']} (real weights{graphs}), {side['limit']} prompts each of "
+        f"{', '.join(side['benches'])}, {side['max_new_tokens']} tokens, {side['repeats']} interleaved repeats:"
+    ]
+    for dtype in (d for d in side if isinstance(side[d], dict)):
+        r = side[dtype]
+        if r.get("returncode"):
+            lines.append(
+                f"  {dtype}: the bench exited with {r['returncode']} ({r.get('rows', 0)} rows written)"
+            )
+        lines += [f"  {dtype}: {line}" for line in r.get("summary", []) if line.strip()]
+    return lines
+
+
 def failures(record: dict[str, Any]) -> list[str]:
-    """What makes the check fail: a failed device test, an fp32 output that differs from AR's, a
-    half-precision divergence that is not a near-tie, a prompt that failed."""
+    """What makes the check fail: a failed device test, an fp32 output that differs from AR's (lossless or
+    side by side), a half-precision divergence that is not a near-tie, a prompt that failed."""
     st = record["stages"]
     bad = [f"device test {t}" for t in st.get("tests", {}).get("failed_tests", [])]
     for dtype, r in st.get("lossless", {}).items():
@@ -174,4 +193,12 @@ def failures(record: dict[str, Any]) -> list[str]:
                 f"{dtype}: AR through CUDA graphs differs from eager AR on "
                 f"{cross['prompts'] - cross['identical']} prompt(s)"
             )
+    for dtype, r in st.get("sidebyside", {}).items():
+        same = r.get("identical_to_engine_ar") if isinstance(r, dict) else None
+        if dtype.startswith("float32") and same:
+            bad += [
+                f"sidebyside {dtype}: {name} {e['prompts'] - e['identical']} output(s) differ from AR"
+                for name, e in same.items()
+                if e["identical"] < e["prompts"]
+            ]
     return bad

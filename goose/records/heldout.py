@@ -152,6 +152,13 @@ def below_floor(column: str, values: list[float]) -> bool:
     return floor is not None and bool(values) and statistics.median(values) < floor
 
 
+def below_in_every_repeat(column: str, values: list[float]) -> bool:
+    """Whether every repeat falls below the column's floor: below it beyond the run's spread (the issue's
+    "≥ the floor within the spread" fails only here)."""
+    floor = floor_of(column)
+    return floor is not None and bool(values) and max(values) < floor
+
+
 def verdict_lines(name: str, ratios: dict[str, dict[str, list[float]]]) -> list[str]:
     """The judgement of one workload as sentences: the groups where hw_tree:auto's median falls below
     COMBINED_FLOOR of the best single source, and those where a budget=auto contender's falls below

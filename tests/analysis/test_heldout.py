@@ -93,9 +93,9 @@ def test_verdict_table(figures):
     folder, _ = figures
     md = (folder / "heldout_verdicts.md").read_text()
     assert md_row(md, "tiny-bfloat16 | spec_bench") == (
-        "| tiny-bfloat16 | spec_bench | 0.99 [0.89, 1.17] ▼ | writing, all prompts | qa: suffix:auto 0.95 |"
+        "| tiny-bfloat16 | spec_bench | 0.99 [0.89, 1.17] ▼ | writing, all prompts | none | qa: suffix:auto 0.95 |"
     )
     assert md_row(md, "tiny-bfloat16 | fresh") == (
-        "| tiny-bfloat16 | fresh | 1.05 [0.99, 1.06] | none | gsm8k: suffix:auto 0.97; gsm8k: goose:auto 0.90; "
+        "| tiny-bfloat16 | fresh | 1.05 [0.99, 1.06] | none | none | gsm8k: suffix:auto 0.97; gsm8k: goose:auto 0.90; "
         "all prompts: goose:auto 0.94 |"
     )

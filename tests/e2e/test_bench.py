@@ -327,3 +327,20 @@ def test_batched_contender_names_carry_the_budget_policy_and_the_batch_state():
         "per_request",
         "fixed",
     ]
+
+
+def test_cuda_graphs_run_on_cuda_and_are_refused_with_the_reason_elsewhere(tmp_path):
+    import torch
+
+    args = ["--benches", "humaneval", "--limit", "1", "--max-new-tokens", "8", "--repeats", "1"]
+    args += ["--methods", "pld", "--hf", "", "--cuda-graphs", "--out", str(tmp_path / "graphs")]
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match=r"experiments\.bench: .*(?i:cuda)"):
+            driver.main(args)
+        assert not (tmp_path / "graphs").exists() or not read_rows(tmp_path / "graphs")
+        return
+    driver.main([*args, "--device", "cuda"])
+    rows = timed(read_rows(tmp_path / "graphs"))
+    assert {r["method"] for r in rows} == {"ar", "pld"}
+    assert all("graphs" in r["forward"] for r in rows)
+    assert len({tuple(r["output_ids"]) for r in rows}) == 1  # fp32 greedy: PLD writes AR's output

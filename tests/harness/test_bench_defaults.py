@@ -27,3 +27,18 @@ def test_each_bench_switch_changes_its_setting_only():
     assert _bench_settings("--gate") == dataclasses.replace(base, gate=DraftGateConfig())
     assert _bench_settings("--in-run-cost") == dataclasses.replace(base, in_run_cost=True)
     assert _bench_settings("--no-price-bookkeeping") == dataclasses.replace(base, price_bookkeeping=False)
+
+
+def test_the_device_and_graphs_switches_reach_the_composed_run(monkeypatch):
+    from experiments.bench import load
+
+    args = bench_cli.parse_args(["--data-dir", "."])
+    assert args.device is None and args.cuda_graphs is False
+    args = bench_cli.parse_args(["--data-dir", ".", "--device", "cuda:1", "--cuda-graphs"])
+    assert args.device == "cuda:1" and args.cuda_graphs is True
+    monkeypatch.setattr(load, "release_engines", lambda: None)
+    monkeypatch.setattr(load, "load_engine", lambda cfg: cfg)  # the composed config, not a model
+    default = load.model_and_engine("smollm2-135m")
+    assert default.model.device == "cpu" and default.cuda_graphs is False
+    on_gpu = load.model_and_engine("smollm2-135m", "bfloat16", device="cuda", cuda_graphs=True)
+    assert on_gpu.model.device == "cuda" and on_gpu.cuda_graphs is True and on_gpu.model.dtype == "bfloat16"

@@ -4,6 +4,7 @@ record that says no GPU was found, and clear errors for a bad stage, shape or de
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -108,11 +109,49 @@ def test_every_stage_runs_on_the_cpu(tmp_path):
         "side by side, so their drafting times are not used"
         in record["stages"]["projection"]["drafting_time_from"]
     )
+    side = record["stages"]["sidebyside"]
+    assert side["random_weights"] is False and side["cuda_graphs"] is False
+    fp32 = side["float32"]
+    assert fp32["returncode"] == 0 and fp32["rows"] == 2 * 3  # 2 repeats x (ar, pld, hw_tree:auto), 1 prompt
+    assert "--device cpu --dtype float32" in fp32["command"] and "--cuda-graphs" not in fp32["command"]
+    assert {n: e["identical"] for n, e in fp32["identical_to_engine_ar"].items()} == {
+        "engine:pld": 1,
+        "engine:hw_tree:auto": 1,
+    }
+    assert set(fp32["per_step"]) == {"ar", "pld", "hw_tree_auto"} and fp32["per_step"]["ar"]["tau"] == 1.0
+    assert any("tokens/s over engine:ar" in line for line in fp32["summary"])
+    # the same rows copied back and summarised into another record, without running anything
+    rows = ["--sidebyside-rows", str(tmp_path / "work" / "sidebyside"), "--out", str(tmp_path / "home")]
+    assert check.main(["--device", "cpu", "--stages", "sidebyside", *rows]) == 0
+    home = json.loads((tmp_path / "home" / "gpu_check.json").read_text())["stages"]["sidebyside"]
+    for key in ("rows", "identical_to_engine_ar", "per_step", "summary"):
+        assert home["float32"][key] == fp32[key]
     shards = tmp_path / "work" / "lossless" / "float32"
     projection = stage_projection(record, "results/reference", drafting_rows=str(shards))
     assert "for ar, goose, pld;" in projection["drafting_time_from"], projection["drafting_time_from"]
     empty = stage_projection(record, "results/reference", drafting_rows=str(tmp_path / "none"))
     assert "no greedy lossless_stress rows" in empty["error"]
+
+
+def test_a_side_by_side_fp32_output_that_is_not_ars_fails_the_check_and_bf16_does_not():
+    same = {
+        "engine:pld": {"identical": 5, "prompts": 5},
+        "engine:hw_tree:auto": {"identical": 4, "prompts": 5},
+    }
+    record = {"stages": {"sidebyside": {"bfloat16": {"identical_to_engine_ar": same}, "limit": 5}}}
+    assert summary.failures(record) == []  # bf16: near-ties, classified by the bench, not a failure here
+    record["stages"]["sidebyside"]["float32"] = {"identical_to_engine_ar": same}
+    assert summary.failures(record) == ["sidebyside float32: engine:hw_tree:auto 1 output(s) differ from AR"]
+
+
+def test_the_side_by_side_bench_runs_with_the_device_and_graphs_of_the_profile():
+    from experiments.gpu.side_by_side import bench_argv
+
+    argv = bench_argv(profile.GPU, "bfloat16", "data", Path("out"))
+    assert argv[argv.index("--device") + 1] == "cuda" and argv[argv.index("--dtype") + 1] == "bfloat16"
+    assert "--cuda-graphs" in argv and argv[argv.index("--limit") + 1] == "5"
+    assert argv[argv.index("--benches") + 1] == "humaneval,gsm8k,mtbench"
+    assert "--cuda-graphs" not in bench_argv(profile.CPU, "float32", "data", Path("out"))
 
 
 def test_a_graphed_ar_that_differs_from_eager_ar_fails_the_check():

@@ -13,6 +13,8 @@ from goose.records.heldout import (
     ALL,
     BEST_SINGLE,
     VS_BEST,
+    below_floor,
+    below_in_every_repeat,
     by_question_category,
     floor_of,
     fresh_record,
@@ -121,6 +123,16 @@ def test_fresh_ratios_per_benchmark_in_the_manifests_order(tmp_path) -> None:
 )
 def test_floors(column, floor) -> None:
     assert floor_of(column) == floor
+
+
+def test_below_in_every_repeat_is_below_the_floor_beyond_the_spread() -> None:
+    assert below_in_every_repeat(VS_BEST, [0.95, 0.97, 0.99])
+    assert not below_in_every_repeat(VS_BEST, [0.95, 0.97, 1.0])  # one repeat at the floor: within the spread
+    assert below_floor(VS_BEST, [0.95, 0.97, 1.0])  # while its median is below
+    assert below_in_every_repeat("engine:tr:auto", [0.97, 0.979]) and not below_in_every_repeat(
+        "engine:tr:auto", [0.97, 0.98]
+    )
+    assert not below_in_every_repeat("engine:pld", [0.5, 0.6]) and not below_in_every_repeat(VS_BEST, [])
 
 
 def test_no_rows_no_record(tmp_path) -> None:
