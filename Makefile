@@ -187,7 +187,7 @@ delayed-grid:  ## grid search of the delayed tree's (K, L1, L2) per model and te
 # goose/data/selectors/<model>-<verifier>.json (`method=stand_select method.drafter.selector=<that name>`).
 SELECTOR_VERIFIER ?= rrs
 SELECTOR_ARGS ?= --benches humaneval,gsm8k,mtbench --skip 20 --limit 10 --max-new-tokens 128 --every 4
-SELECTOR_TRAIN_ARGS ?= --latency results/protocol/$(VERIFIER_MODEL)-float32-v2/budget_latency.json --default 3-2-4
+SELECTOR_TRAIN_ARGS ?= --latency results/studies/selector/$(VERIFIER_MODEL)-float32-budget_latency.json --default 3-2-4
 SELECTOR_ROOTS = $(foreach t,$(VERIFIER_TEMPERATURES),results/studies/selector/roots/$(VERIFIER_MODEL)-$(SELECTOR_VERIFIER)-T$(t).jsonl)
 
 selector:  ## stand_select's trained selector: roots with every action's exact value, then the network

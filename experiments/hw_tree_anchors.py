@@ -2,7 +2,7 @@
 on the same prompts. A projection of which nodes each verifies, not a timing.
 
     python -m experiments.hw_tree_anchors --benches humaneval --limit 20 \
-        --latency results/protocol/smollm2-135m-float32-v2/budget_latency.json --out results/studies/hw_tree/hw_tree_anchors
+        --latency results/studies/selector/smollm2-135m-float32-budget_latency.json --out results/studies/hw_tree/hw_tree_anchors
 
 At T = 0 both write AR's output, so the anchors (output positions a step drafts from) of the two runs
 can be matched. At every anchor both drafted from, each tree's committed tokens are read off the output
