@@ -650,6 +650,12 @@ def test_stopping_early_under_a_latency_picks_the_same_size(seed):
     short = select_best_first(hand_pool(edges), rate_from(rates), budget, None, t, gain, top)
     assert short.order == full.order[: len(short)]
     assert best_size(short.expected_committed(), t) == best_size(full.expected_committed(), t)
+    # and with values weighed by a request's calibration c (baselines.hw_tree.request_scale)
+    c = rng.choice([0.25, 0.6, 1.7, 4.0])
+    full = select_best_first(hand_pool(edges), rate_from(rates), budget, gain=gain, max_gain=top, scale=c)
+    short = select_best_first(hand_pool(edges), rate_from(rates), budget, None, t, gain, top, c)
+    assert short.order == full.order[: len(short)] and short.scale == c
+    assert best_size(short.expected_committed(), t) == best_size(full.expected_committed(), t)
 
 
 # ------------------------------------------------------------------ the size rule against its outcomes
