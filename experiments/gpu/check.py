@@ -66,6 +66,7 @@ from experiments.gpu.record import load_record, save_record
 from experiments.gpu.side_by_side import stage_from_rows, stage_side_by_side
 from experiments.gpu.summary import failures, summary_lines
 from experiments.gpu.timing import stage_timing
+from goose.harness.models.devices import DTYPES
 from goose.harness.models.random_weights import load_shape
 from goose.harness.runner import environment
 
@@ -163,12 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         changes["lossless_methods"] = args.methods
     if args.side_dtypes:
         changes["side_dtypes"] = tuple(d for d in args.side_dtypes.split(",") if d)
-        bad = [d for d in changes["side_dtypes"] if d not in ("float32", "bfloat16", "float16")]
+        bad = [d for d in changes["side_dtypes"] if d not in DTYPES]
         if bad:
-            print(
-                f"error: --side-dtypes {', '.join(bad)}: choose from float32, bfloat16, float16",
-                file=sys.stderr,
-            )
+            print(f"error: --side-dtypes {', '.join(bad)}: choose from {', '.join(DTYPES)}", file=sys.stderr)
             return 2
     if args.jobs is not None:
         if args.jobs < 1:

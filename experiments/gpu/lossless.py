@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from experiments.gpu.profile import GRAPHED_FP32, ROOT, SAMPLED, Profile, relative
+from experiments.gpu.profile import GRAPHED_FP32, REAL_MODEL, ROOT, SAMPLED, Profile, relative
 from experiments.gpu.record import save_record
 from goose.records.results import read_rows as read_result_rows
 
@@ -27,7 +27,7 @@ def lossless_shards(methods: list[str], shards: int) -> list[list[str]]:
 def lossless_header(profile: Profile) -> dict[str, Any]:
     """What the lossless stage ran: model, benchmarks, prompts, tokens and processes side by side."""
     return {
-        "model": "smollm2-135m",
+        "model": REAL_MODEL,
         "benches": list(profile.lossless_benches),
         "limit": profile.lossless_limit,
         "max_new_tokens": profile.lossless_tokens,
@@ -63,6 +63,8 @@ def stage_lossless(
             shard_dir = work / "lossless" / label / f"shard{k}"
             argv = [
                 *extra,
+                "--model",
+                REAL_MODEL,
                 "--device",
                 profile.device,
                 "--dtype",

@@ -12,6 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("tests", "usedby", "timing", "lossless", "sidebyside", "projection", "figures")
 GRAPHED_FP32 = "float32+graphs"  # the lossless run with cuda_graphs=true (CUDA only)
 RECORD = "gpu_check.json"
+# the real-weight model the lossless and sidebyside stages run (its GGUF travels: carry.GGUF)
+REAL_MODEL = "smollm2-135m"
 # The targets at 7B shape in fp16 (checked on a GPU run only).
 TARGET_T64 = 1.3  # t(64)/t(1) at most
 TARGET_FLOOR = 1.6  # t(1) over its bandwidth floor, at most (tuned engines reach 1.3-1.6 at batch 1)

@@ -18,17 +18,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.gpu.profile import ROOT, Profile, relative
+from experiments.gpu.profile import REAL_MODEL, ROOT, Profile, relative
 from experiments.gpu.record import save_record
 from goose.records.bench_run import record_from_rows, summary_lines
 from goose.records.results import read_rows
 
-SIDE_MODEL = "smollm2-135m"
-
 
 def bench_argv(profile: Profile, dtype: str, data_dir: str, out: Path) -> list[str]:
     """The `python -m experiments.bench` arguments of one dtype's run."""
-    argv = ["--model", SIDE_MODEL, "--device", profile.device, "--dtype", dtype]
+    argv = ["--model", REAL_MODEL, "--device", profile.device, "--dtype", dtype]
     argv += ["--benches", ",".join(profile.side_benches), "--limit", str(profile.side_limit)]
     argv += ["--max-new-tokens", str(profile.side_tokens), "--repeats", str(profile.side_repeats)]
     argv += ["--methods", profile.side_methods, "--hf", profile.side_hf, "--data-dir", data_dir]
@@ -76,7 +74,7 @@ def summarise(run_dir: Path) -> dict[str, Any]:
 def header(profile: Profile) -> dict[str, Any]:
     """What the stage runs, beside each dtype's section."""
     return dict(
-        model=SIDE_MODEL,
+        model=REAL_MODEL,
         benches=list(profile.side_benches),
         limit=profile.side_limit,
         max_new_tokens=profile.side_tokens,

@@ -82,6 +82,8 @@ def test_bad_input_is_rejected_with_the_valid_choices(tmp_path, capsys):
         check.main(
             ["--device", "cpu", "--stages", "timing", "--shapes", "vicuna-70b", "--out", str(tmp_path)]
         )
+    assert check.main(["--device", "cpu", "--stages", "sidebyside", "--side-dtypes", "fp8"]) == 2
+    assert "--side-dtypes fp8: choose from float32, float16, bfloat16" in capsys.readouterr().err
     if not torch.cuda.is_available():
         assert check.main(["--device", "cuda", "--out", str(tmp_path)]) == 2
         assert "torch sees no CUDA device" in capsys.readouterr().err
