@@ -229,9 +229,13 @@ class HierarchyDrafter(Drafter):
         self._text.extend(int(t) for t in new)
         self.statistics.add(self._text, start)
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
-        """A step without drafting: the anchor's logits and the committed tokens, as after a drafted step."""
-        self.observe(DraftTree.single(committed[-1]), outcome)
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
+        """A step without drafting: the anchor's logits (only with `learn_logits`) and the committed tokens, as
+        after a drafted step."""
+        if learn_logits:
+            self.observe(DraftTree.single(committed[-1]), outcome)
+        else:
+            self._count_text(outcome.new_tokens)
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """The model database learns the top-k of every verified node's logits (rejected nodes included); the

@@ -130,6 +130,8 @@ class LogitSpecDrafter(Drafter):
         self.guess_lengths = self.cfg.guess_lengths
         self.matcher = ContextMatcher(range(1, self.max_ngram_size + 1), max_chain=self.num_pred_tokens)
         self._guesses: list[int] = []  # the last verified logit's top tokens, best first
+        # a plain step's logit without `learn_logits`, read at the next propose (no forward runs before it)
+        self._unread: torch.Tensor | None = None
 
     def config(self) -> dict[str, Any]:
         return {**self.cfg.as_dict(), "occurrence": "latest_complete"}
@@ -144,6 +146,7 @@ class LogitSpecDrafter(Drafter):
     def _remember_logit(self, logit: torch.Tensor) -> None:
         k = min(self.draft_tree_capacity, logit.shape[-1])
         self._guesses = torch.topk(logit.detach().reshape(-1).float(), k).indices.tolist()
+        self._unread = None
 
     def begin(self, prompt_ids: list[int], prefill_logits: torch.Tensor) -> None:
         super().begin(prompt_ids, prefill_logits)
@@ -153,6 +156,8 @@ class LogitSpecDrafter(Drafter):
 
     def propose(self, committed: list[int]) -> DraftTree:
         anchor = committed[-1]
+        if self._unread is not None:
+            self._remember_logit(self._unread)
         self.matcher.sync(committed)
         trie = DraftTrie(anchor, self.draft_tree_capacity)
         tail = list(committed[-self.max_ngram_size :])
@@ -175,9 +180,13 @@ class LogitSpecDrafter(Drafter):
         self.route = "tree" if len(tree) > 1 else "ar"
         return tree
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
-        """A step without drafting: the anchor's logit predicted the next anchor."""
-        self.observe(DraftTree.single(committed[-1]), outcome)
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
+        """A step without drafting: the anchor's logit predicted the next anchor; without `learn_logits` its
+        top tokens are read only if the next step drafts (the gate's next plain step replaces it)."""
+        if learn_logits:
+            self.observe(DraftTree.single(committed[-1]), outcome)
+        else:
+            self._unread = outcome.logits[outcome.accepted_nodes[-1]]
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """The logit at the last accepted node predicted the next anchor: its top tokens are the next guesses."""

@@ -129,9 +129,10 @@ class SamDrafter(Drafter):
         self.route = "tr_tree" if len(tree) > 1 else "ar"
         return tree
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
-        """TR's table learns from the anchor; the automaton catches up at the next propose."""
-        self.tr.observe_plain(committed, outcome)
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
+        """TR's table learns from the anchor (only with `learn_logits`); the automaton catches up at the next
+        propose."""
+        self.tr.observe_plain(committed, outcome, learn_logits)
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """TR's table learns from every verified tree, the automaton's chains included."""

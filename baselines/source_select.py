@@ -195,10 +195,10 @@ class SourceSelectDrafter(Drafter):
         self.route = self._chosen
         return self._candidates[self._chosen]
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
         """A step without drafting: every source hears of it; no source was chosen, so no rate learns."""
         for d in self.drafters.values():
-            d.observe_plain(committed, outcome)
+            d.observe_plain(committed, outcome, learn_logits)
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """Every source's tables learn (see the module docstring); the chosen source's rates learn from its

@@ -187,9 +187,9 @@ class SuffixDecodingDrafter(Drafter):
             [ROOT, *([SPINE] * n)],
         )
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
         """A step without drafting: its committed tokens go into the trees, as after a drafted one (after any
-        the trees have not seen yet: the prefill's token when the first step is skipped)."""
+        the trees have not seen yet: the prefill's token when the first step is skipped); no logits are read."""
         if len(committed) > self._synced:
             self._commit([int(t) for t in committed[self._synced :]])
         self._commit([int(t) for t in outcome.new_tokens])

@@ -170,9 +170,11 @@ class TokenRecyclingDrafter(RunLongTable, Drafter):
         self.route = "tree"
         return tree
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
-        """A step without drafting: the anchor's logits into the table (TR learns from every verified node)."""
-        self.observe(DraftTree.single(committed[-1]), outcome)
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
+        """A step without drafting: the anchor's logits into the table (TR learns from every verified node), only
+        with `learn_logits`."""
+        if learn_logits:
+            self.observe(DraftTree.single(committed[-1]), outcome)
 
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         if self.table is not None:

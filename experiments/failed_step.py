@@ -1,8 +1,10 @@
 """What trying costs where drafts fail: each budget=auto method's failed step and its gated AR step, against
 an AR step, side by side on prompts where little is accepted (MT-Bench's writing questions by default).
 
-Per method, with budget_gate on and off, interleaved over `--repeats` rounds (each round rotates the
-contenders' order; engine AR is a contender): the mean whole step (draft + verify + update) of
+Per method, with budget_gate on (its plain steps AR's step exactly: `<m>:auto`; or taking the anchor's
+top-K for the drafter's table: `<m>:auto:plainlearns`) and off (`<m>:auto:nogate`), interleaved over
+`--repeats` rounds (each round rotates the contenders' order; engine AR is a contender): the mean whole step
+(draft + verify + update) of
   - AR's steps (the reference, c_ar),
   - drafted steps that accepted nothing (a failed draft: drafting, a wider forward, bookkeeping),
   - drafted steps that proposed nothing (an empty draft: drafting alone),
@@ -47,12 +49,18 @@ def mean_or_none(values: list[float]) -> float | None:
 
 
 def contenders(model: str, engine: Any, methods: list[str]) -> dict[str, Callable[[], Speculator]]:
-    """engine AR, and each method at budget=auto with the gate on (`<m>:auto`) and off (`<m>:auto:nogate`)."""
+    """engine AR, and each method at budget=auto with the gate on (`<m>:auto`; `<m>:auto:plainlearns`: its
+    plain steps take the anchor's top-K for the drafter to learn from) and off (`<m>:auto:nogate`)."""
     table = engine_latency(engine)
     out: dict[str, Callable[[], Speculator]] = {"ar": lambda: Speculator(ARDrafter())}
     for m in methods:
         make = method_factory(m, model=model)
-        for label, gate in ((f"{m}:auto", DraftGateConfig()), (f"{m}:auto:nogate", None)):
+        arms = (
+            (f"{m}:auto", DraftGateConfig()),
+            (f"{m}:auto:plainlearns", DraftGateConfig(plain_learns=True)),
+            (f"{m}:auto:nogate", None),
+        )
+        for label, gate in arms:
             settings = AutoBudgetSettings(gate=gate, acceptance_prior=model)
             out[label] = auto_budget_factory(make, engine, latency=table, settings=settings)
     return out

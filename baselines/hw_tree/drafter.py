@@ -342,10 +342,11 @@ class HwTreeDrafter(AdjacencyDrafter):
             return
         self._sizes.add(values, gains, list(outcome.accepted_nodes), self._latency)
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
-        """A step without drafting: the anchor's logits into the table, its tokens into the suffix source,
-        and the pending pools labelled by them (as after a drafted step; no size outcome is counted)."""
-        super().observe_plain(committed, outcome)
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
+        """A step without drafting: the anchor's logits into the table (only with `learn_logits`), its tokens
+        into the suffix source, and the pending pools labelled by them (as after a drafted step; no size
+        outcome is counted)."""
+        super().observe_plain(committed, outcome, learn_logits)
         if self.suffix_source is not None:
             self.suffix_source.observe_plain(committed, outcome)
         self.estimator.update(*self._label_in_hindsight([*committed, *outcome.new_tokens]))

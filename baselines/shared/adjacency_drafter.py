@@ -61,9 +61,10 @@ class AdjacencyDrafter(Drafter):
         assert self.table is not None, "begin() must be called before propose()"
         return self.table.successors(token, prev if self.use_bigram else None, self.min_score)
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
-        """A step without drafting: the anchor's logits into the table, with its bigram (as on the AR route)."""
-        if self.table is not None:
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
+        """A step without drafting: the anchor's logits into the table, with its bigram (as on the AR route), only
+        with `learn_logits`."""
+        if self.table is not None and learn_logits:
             self.table.update_from_tree(
                 committed[-1:], [-1], outcome.logits, prev_of_anchor(committed), outcome.top
             )

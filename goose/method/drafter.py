@@ -160,10 +160,10 @@ class GooseDrafter(Drafter):
             rules=rules,
         )
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
         """A step without drafting (budget=auto's gate): the anchor's logits into the table with its bigram,
-        as on the AR route; no EMA update (no spine was verified)."""
-        if self.table is not None:
+        as on the AR route (only with `learn_logits`); no EMA update (no spine was verified)."""
+        if self.table is not None and learn_logits:
             prev = int(committed[-2]) if len(committed) >= 2 else None
             self.table.update_from_tree(committed[-1:], [-1], outcome.logits, prev, outcome.top)
 

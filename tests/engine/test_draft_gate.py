@@ -121,6 +121,8 @@ def test_the_gate_config_names_the_field_and_range():
         DraftGateConfig(prior_steps=-1.0)
     with pytest.raises(ValueError, match=r"budget_gate_max_skip = 0: must be an integer in \[1, 4096\]"):
         DraftGateConfig(max_skip=0)
+    with pytest.raises(ValueError, match=r"budget_gate_plain_learns = 1: must be true or false"):
+        DraftGateConfig(plain_learns=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="t1"):
         DraftGate(t1=0.0)
 
@@ -177,7 +179,7 @@ class Counting(Drafter):
     def observe(self, tree, outcome):
         self.calls["observe"] += 1
 
-    def observe_plain(self, committed, outcome):
+    def observe_plain(self, committed, outcome, learn_logits=True):
         self.calls["skip"] += 1
         assert isinstance(outcome, VerifyOutcome) and outcome.logits.shape[0] == 1
 
@@ -237,8 +239,9 @@ def test_the_gate_stops_drafting_when_drafts_fail(engine):
 
 
 class RandomGate(TreeSizer):
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, plain_learns: bool = True) -> None:
         self.rng = random.Random(seed)
+        self.plain_learns = plain_learns
 
     def drafts(self) -> bool:
         return self.rng.random() < 0.5
@@ -246,14 +249,104 @@ class RandomGate(TreeSizer):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_under_random_skips_gives_ar_output(engine, method):
+    """With the plain steps learning from the anchor's logits (seed 0) and as AR's step exactly (seed 1)."""
     gen = torch.Generator().manual_seed(7)
     base = torch.randint(0, VOCAB - 1, (8,), generator=gen).tolist()
     prompt = base * 3  # repetitive: drafts get accepted between the skips
     expected = generate(engine, ARDrafter(), prompt, 32).output_ids
-    for seed in (0, 1):
-        out = generate(engine, drafter_of(method), prompt, 32, sizer=RandomGate(seed))
+    for seed, learns in ((0, True), (1, False)):
+        out = generate(engine, drafter_of(method), prompt, 32, sizer=RandomGate(seed, learns))
         assert out.output_ids == expected, (method, seed)
         assert 0 < sum(s.route == "ar" for s in out.steps)
+
+
+class TopRecording(Counting):
+    """Counting, with a table's K = 4: records per step whether the engine handed over the top-K, and what
+    `observe_plain` was told."""
+
+    logits_topk = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tops: list[tuple[str, bool, bool | None]] = []
+
+    def observe(self, tree, outcome):
+        super().observe(tree, outcome)
+        self.tops.append(("drafted", outcome.top is not None, None))
+
+    def observe_plain(self, committed, outcome, learn_logits=True):
+        super().observe_plain(committed, outcome, learn_logits)
+        self.tops.append(("plain", outcome.top is not None, learn_logits))
+
+
+class EveryOtherPlain(EveryOther):
+    def __init__(self, plain_learns: bool) -> None:
+        super().__init__()
+        self.plain_learns = plain_learns
+
+
+def test_a_plain_step_is_ars_step_exactly_unless_the_plain_steps_learn(engine):
+    """plain_learns False: a plain step takes no top-K and tells the drafter not to learn from its logits;
+    True: the top-K as on a drafted step, learn_logits True; drafted steps carry the top-K either way."""
+    for learns in (False, True):
+        drafter = TopRecording()
+        generate(engine, drafter, list(range(5, 15)), 7, sizer=EveryOtherPlain(learns))
+        assert drafter.tops == [
+            ("drafted", True, None),
+            ("plain", learns, learns),
+            ("drafted", True, None),
+            ("plain", learns, learns),
+            ("drafted", True, None),
+            ("plain", learns, learns),
+        ]
+
+
+def test_the_gate_config_decides_whether_plain_steps_learn():
+    table = LatencyTable(sizes=[1, 128], seconds=[1e-3, 1e-3])
+    assert AutoBudget(table, settings=AutoBudgetSettings(gate=None)).plain_learns is True
+    assert AutoBudget(table, settings=AutoBudgetSettings(gate=DraftGateConfig())).plain_learns is False
+    learning = AutoBudgetSettings(gate=DraftGateConfig(plain_learns=True))
+    assert AutoBudget(table, settings=learning).plain_learns is True
+
+
+@pytest.mark.parametrize("method", ["goose", "tr", "hw_tree", "sam", "source_select"])
+def test_a_plain_step_writes_the_anchors_table_row_only_when_it_learns(engine, method):
+    """The anchor is not in the prompt, so no prefill harvest wrote its row."""
+    prompt = list(range(10, 20))
+    engine.prefill(prompt, max_new_tokens=4)
+    assert engine.first_token not in prompt
+    for learns in (False, True):
+        drafter = drafter_of(method)
+        engine.topk_width = drafter.logits_topk if learns else 0
+        drafter.begin(prompt, engine.prefill(prompt, max_new_tokens=4, all_logits=True))
+        anchor = engine.first_token
+        outcome = engine.verify(DraftTree.single(anchor), budget=4)
+        table = {"sam": lambda d: d.tr.table, "source_select": lambda d: d.drafters["tr"].table}.get(
+            method, lambda d: d.table
+        )(drafter)
+        assert not table.has_row(anchor)
+        drafter.observe_plain([*prompt, anchor], outcome, learns)
+        assert table.has_row(anchor) is learns, (method, learns)
+    engine.topk_width = 0
+
+
+def test_logitspec_reads_a_lean_plain_steps_logit_at_its_next_propose(engine):
+    """LogitSpec's guesses come from the last verified logit: after a plain step without learn_logits they
+    are the same at the next propose as after one that learnt, read only then."""
+    prompt = list(range(5, 15))
+    trees = []
+    for learns in (True, False):
+        drafter = drafter_of("logitspec")
+        logits = engine.prefill(prompt, max_new_tokens=4, all_logits=True)
+        drafter.begin(prompt, logits)
+        anchor = engine.first_token
+        outcome = engine.verify(DraftTree.single(anchor), budget=4)
+        before = list(drafter._guesses)
+        drafter.observe_plain([*prompt, anchor], outcome, learns)
+        if not learns:
+            assert drafter._guesses == before and drafter._unread is not None  # not read yet
+        trees.append(drafter.propose([*prompt, anchor, *outcome.new_tokens]).tokens)
+    assert trees[0] == trees[1]
 
 
 @pytest.mark.parametrize("method", ["suffix", "suffix_global", "hw_tree"])

@@ -256,7 +256,7 @@ def serve(
             if drafted:
                 r.speculator.drafter.observe(tree, outcome)
             else:
-                r.speculator.drafter.observe_plain(r.committed, outcome)
+                r.speculator.drafter.observe_plain(r.committed, outcome, r.speculator.sizer.plain_learns)
             update_s = sync_clock(device) - tu
             r.speculator.sizer.observe(
                 tree, outcome, StepTiming(draft_s[slot], t2 - t1, update_s, 0.0, drafted)

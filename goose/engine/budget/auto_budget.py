@@ -107,6 +107,7 @@ class AutoBudget(TreeSizer):
         self._lat = self._curves[0]  # t(n) at the step's cache length (`_at_cache`)
         gate = settings.gate
         self.gate = None if gate is None else DraftGate(float(self._lat[0]), gate)
+        self.plain_learns = gate is None or gate.plain_learns
         self.bookkeeping = TreeBookkeeping((gate or DraftGateConfig()).decay)
         self.price_bookkeeping = settings.price_bookkeeping
         self._o = 0.0  # o for this step (0 unless price_bookkeeping)

@@ -11,7 +11,8 @@ verified the anchor alone (their verification only); until one is measured, the 
 run's measured / calibrated ratio of verification seconds. Drafting pays while G · c_ar ≥ C.
 
 A drafted step that neither pays on its own (tokens · c_ar < seconds) nor leaves G · c_ar ≥ C is followed by
-k plain AR steps: no `propose`, no `observe` (the drafter hears of them through `Drafter.observe_plain`);
+k plain AR steps: no `propose`, no `observe`, AR's step exactly (no top-K of the logits; the drafter hears of
+the committed tokens through `Drafter.observe_plain`, of the logits too with `plain_learns`);
 then one probe, a drafted step judged the same way. k is 1 after a step that paid (a burst may be
 starting or ending), doubled after each failed probe up to `max_skip`. A prompt starts drafting (its context
 is new). Where drafts keep failing, trying costs one probe per max_skip + 1 steps.
@@ -35,12 +36,15 @@ def decayed_add(pair: list[float], value: float, decay: float, weight: float = 1
 class DraftGateConfig:
     """The gate's settings: `decay` of c_ar and of the measured / calibrated forward ratio per step observed;
     `window`, the per-step forgetting of G and C; `prior_steps`, the break-even steps G and C start the run
-    with; skips of 1, 2, 4, ... `max_skip` steps."""
+    with; skips of 1, 2, 4, ... `max_skip` steps; `plain_learns`: a plain step also takes the anchor's
+    top-K for the drafter to learn from (an adjacency table's row), or (False) is AR's step exactly, the
+    drafter hearing only of the committed tokens (`Drafter.observe_plain`'s `learn_logits`)."""
 
     decay: float = 0.8
     window: float = 0.95
     prior_steps: float = 4.0
     max_skip: int = 8
+    plain_learns: bool = False
 
     def __post_init__(self) -> None:
         for name, value, why in (
@@ -56,6 +60,8 @@ class DraftGateConfig:
         check_int(
             "budget_gate_max_skip", self.max_skip, 1, 4096, why="the longest run of AR steps between probes"
         )
+        if not isinstance(self.plain_learns, bool):
+            raise ValueError(f"budget_gate_plain_learns = {self.plain_learns!r}: must be true or false")
 
 
 @dataclass(frozen=True)

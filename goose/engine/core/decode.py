@@ -216,7 +216,8 @@ def generate(
     captures_before = (static.captures, static.capture_s) if static is not None else (0, 0.0)
     t_start = _clock(device)
     drafter.set_sampling(sampling, seed)
-    engine.topk_width = drafter.logits_topk if sampling.greedy else 0
+    topk = drafter.logits_topk if sampling.greedy else 0
+    engine.topk_width = topk
     prefill_logits = engine.prefill(
         prompt_ids,
         max_new_tokens=max_new_tokens,
@@ -253,12 +254,13 @@ def generate(
         depth = room if drafter.verifies_full_tree else min(room, budget - 1)
         tree, route, drafted = draft_step(drafter, sizer, committed, depth)
         t1 = _clock(device)
+        engine.topk_width = topk if drafted or sizer.plain_learns else 0  # else AR's step exactly
         outcome = engine.verify(tree, budget=budget)
         t2 = _clock(device)
         if drafted:
             drafter.observe(tree, outcome)
         else:
-            drafter.observe_plain(committed, outcome)
+            drafter.observe_plain(committed, outcome, sizer.plain_learns)
         t_update = _clock(device)
         sizer.observe(tree, outcome, StepTiming(t1 - t0, t2 - t1, t_update - t2, sizer_s, drafted))
         t3 = _clock(device)

@@ -97,12 +97,13 @@ class Drafter:
     def observe(self, tree: DraftTree, outcome: VerifyOutcome) -> None:
         """Learn from the verification of `tree` (default: nothing)."""
 
-    def observe_plain(self, committed: list[int], outcome: VerifyOutcome) -> None:
+    def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
         """A step taken without drafting (budget=auto's gate): `propose` was not called, the anchor
         committed[-1] alone was verified, `outcome` is its verification. Committed tokens may thus grow by
         several steps between two `propose` calls; a drafter that logs them in `observe` logs them here, one
-        that learns from the verified logits may learn from the anchor's (default: nothing; it must stay
-        cheap, it is the price of an AR step)."""
+        that learns from the verified logits may learn from the anchor's, only with `learn_logits` (False: the
+        step was AR's step exactly, without the logits' top-K, and must stay as cheap: the gate's
+        `plain_learns`). Default: nothing; it must stay cheap, it is the price of an AR step."""
 
     def use_draft_forward(self, draft_forward: Any) -> None:
         """The engine's skipped forward over this prompt's cache (a `DraftForward`), before `begin`; called

@@ -51,6 +51,9 @@ class TreeSizer:
 
     # True: what it learns outlives a prompt and is checkpointed with the drafter's (`run_state`).
     carries_run_state: ClassVar[bool] = False
+    # False: a step that does not draft is AR's step exactly (no top-K of the logits for the drafter's
+    # table) and the drafter learns nothing from its logits (`Drafter.observe_plain`'s `learn_logits`).
+    plain_learns: bool = True
 
     def config(self) -> dict[str, Any]:
         """The sizer's settings, logged beside the drafter's config in every result row (fixed: none)."""
