@@ -146,7 +146,8 @@ bench-verifiers:  ## verifiers of sampled drafts x draft shapes x drafters, side
 CLAIMS_ARGS ?= --benches humaneval,gsm8k,mtbench --limit 20 --repeats 1
 CLAIMS_METHODS ?= stand,stand_chain,stand_iid,stand_delayed,stand_dynamic
 CLAIMS_SETTINGS ?= smollm2-135m:float32:0.6:1.0:128 smollm2-135m:float32:1.0:1.0:128 \
-	smollm2-135m:float32:1.0:0.9:64 gemma3-270m:bfloat16:0.6:1.0:64 gemma3-270m:bfloat16:1.0:1.0:64
+	smollm2-135m:float32:1.0:0.9:64 gemma3-270m:bfloat16:0.6:1.0:64 gemma3-270m:bfloat16:1.0:1.0:64 \
+	gemma3-270m:float32:0.6:1.0:64 gemma3-270m:float32:1.0:1.0:64
 
 verifier-claims:  ## verifier claims on identical drafts: exact expectations per recorded tree, per setting
 	for s in $(CLAIMS_SETTINGS); do \

@@ -51,6 +51,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--fresh-limit", type=int, default=6, help="fresh: prompts per process (bench.limit)")
     ap.add_argument("--rounds", type=int, default=3, help="fresh: rounds of one process per contender")
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument(
+        "--gate",
+        action="store_true",
+        help="budget_gate=true: the :auto contenders take plain AR steps while drafting does not pay (both "
+        "workloads; default off, as run.py runs budget=auto)",
+    )
     ap.add_argument("--out", default=None, help="default results/heldout/<model>-<dtype>")
     ap.add_argument(
         "--allow-mixed-code",

@@ -28,13 +28,13 @@ from goose.records.seal import seal_tree
 
 # Arguments a resumed run must share with the run in <out> (more repeats or rounds extend it).
 SAME_ON_RESUME = ("model", "dtype", "contenders", "categories", "per_category", "benches", "fresh_limit")
-SAME_ON_RESUME += ("max_new_tokens",)
+SAME_ON_RESUME += ("max_new_tokens", "gate")
 
 
 def manifest(args) -> dict[str, Any]:
     """What <out>/heldout.json records: the arguments, the fresh benchmarks as `benches`."""
     keep = ("model", "dtype", "threads", "contenders", "workloads", "categories", "per_category", "repeats")
-    keep += ("fresh_limit", "rounds", "max_new_tokens", "data_dir")
+    keep += ("fresh_limit", "rounds", "max_new_tokens", "data_dir", "gate")
     return {k: getattr(args, k) for k in keep} | {"benches": args.fresh_benches}
 
 
@@ -43,8 +43,8 @@ def check_resume(out: Path, now: dict[str, Any]) -> None:
     path = out / MANIFEST
     if not path.is_file():
         return
-    before = json.loads(path.read_text())
-    differ = [k for k in SAME_ON_RESUME if k in before and before[k] != now[k]]
+    before = {"gate": False, **json.loads(path.read_text())}  # a run recorded before --gate ran without it
+    differ = [k for k in SAME_ON_RESUME if k in before and k in now and before[k] != now[k]]
     if differ:
         what = "; ".join(f"{k}: {before[k]} there, {now[k]} now" for k in differ)
         raise SystemExit(

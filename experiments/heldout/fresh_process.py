@@ -79,6 +79,7 @@ def command(args: argparse.Namespace, p: Process) -> list[str]:
     ]
     overrides += [f"threads={args.threads}"] if args.threads else []
     overrides += ["allow_mixed_code=true"] if args.allow_mixed_code else []
+    overrides += ["budget_gate=true"] if args.gate else []
     return [sys.executable, str(ROOT / "run.py"), *overrides]
 
 

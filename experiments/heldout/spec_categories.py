@@ -20,6 +20,7 @@ def bench_argv(args: argparse.Namespace) -> list[str]:
     argv += ["--repeats", str(args.repeats), "--methods", methods, "--hf", "", "--data-dir", args.data_dir]
     argv += ["--threads", str(args.threads)] if args.threads else []
     argv += ["--allow-mixed-code"] if args.allow_mixed_code else []
+    argv += ["--gate"] if args.gate else []
     return [*argv, "--out", str(args.out / SPEC)]
 
 

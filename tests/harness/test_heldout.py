@@ -129,7 +129,24 @@ def test_dry_run_prints_the_spec_bench_run_and_every_fresh_process(capsys, tmp_p
     assert [m for b, m, _, d in order[11:14]] == ["ar", "pld", "suffix"]
     assert {f["bench.limit"] for f in fresh} == {"6"} and {f["max_new_tokens"] for f in fresh} == {"128"}
     assert {f["model.dtype"] for f in fresh} == {"bfloat16"} and {f["wandb"] for f in fresh} == {"disabled"}
+    assert "--gate" not in commands[0] and not any("budget_gate" in f for f in fresh)
     assert not out.exists()  # a dry run writes nothing
+
+
+def test_the_gate_reaches_both_workloads_and_a_resume_keeps_it(capsys, tmp_path):
+    require_shared(SPEC_BENCH_FILE, "Spec-Bench's questions")
+    out = tmp_path / "run"
+    commands = dry_run(
+        capsys, "--methods", "pld:auto", "--fresh-benches", "gsm8k", "--gate", "--out", str(out)
+    )
+    assert commands[0][-3:] == ["--gate", "--out", str(out / "spec_bench")]
+    fresh = [dict(o.split("=", 1) for o in c[2:]) for c in commands[1:]]
+    assert len(fresh) == 1 + 3 * 2 and {f["budget_gate"] for f in fresh} == {"true"}
+    out.mkdir()
+    (out / "heldout.json").write_text('{"model": "smollm2-135m"}')  # recorded before --gate existed: off
+    driver.check_resume(out, {"model": "smollm2-135m", "gate": False})
+    with pytest.raises(SystemExit, match="gate: False there, True now"):
+        driver.check_resume(out, {"model": "smollm2-135m", "gate": True})
 
 
 def test_a_resumed_run_must_keep_its_arguments(tmp_path):
