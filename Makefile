@@ -32,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-each test-all lint figures bench bench-spec heldout bench-sampling bench-verifiers verifier-claims batching delayed-grid selector calibrate-priors prior-effect cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
+.PHONY: install assets test test-each test-all lint figures bench bench-spec heldout bench-sampling bench-verifiers verifier-claims verifier-claims-self-draft batching delayed-grid selector calibrate-priors prior-effect cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -145,6 +145,7 @@ bench-verifiers:  ## verifiers of sampled drafts x draft shapes x drafters, side
 # prompts, verdict per claim). Each setting resumes where it stopped.
 CLAIMS_ARGS ?= --benches humaneval,gsm8k,mtbench --limit 20 --repeats 1
 CLAIMS_METHODS ?= stand,stand_chain,stand_iid,stand_delayed,stand_dynamic
+CLAIMS_SUFFIX ?=
 CLAIMS_SETTINGS ?= smollm2-135m:float32:0.6:1.0:128 smollm2-135m:float32:1.0:1.0:128 \
 	smollm2-135m:float32:1.0:0.9:64 gemma3-270m:bfloat16:0.6:1.0:64 gemma3-270m:bfloat16:1.0:1.0:64 \
 	gemma3-270m:float32:0.6:1.0:64 gemma3-270m:float32:1.0:1.0:64
@@ -155,8 +156,14 @@ verifier-claims:  ## verifier claims on identical drafts: exact expectations per
 		out=results/studies/verifier_claims/$$1-$$2_T$$3; [ "$$4" = "1.0" ] || out=$${out}_p$$4; \
 		$(PYTHON) -m experiments.bench --threads $(THREADS) --model $$1 --dtype $$2 --temperature $$3 \
 			--top-p $$4 --max-new-tokens $$5 $(CLAIMS_ARGS) --hf "" --data-dir $(DATA_DIR) \
-			--methods $(CLAIMS_METHODS) --out $$out || exit 1; \
+			--methods $(CLAIMS_METHODS) --out $${out}$(CLAIMS_SUFFIX) || exit 1; \
 	done
+
+# make verifier-claims-self-draft: the same for the layer-skip self-draft in its four shapes (its draft
+# forwards run most of the target's layers, ~20x STAND's drafting), one setting, into <setting>_self_draft/.
+verifier-claims-self-draft:  ## verifier claims on the self-draft's trees (one setting)
+	$(MAKE) verifier-claims CLAIMS_SETTINGS="smollm2-135m:float32:1.0:1.0:64" CLAIMS_SUFFIX=_self_draft \
+		CLAIMS_METHODS=self_draft,self_draft_tree,self_draft_iid,self_draft_delayed
 
 # make batching: continuous batching on this machine (issue 58; experiments/batching.py, docs/batching.md): each
 # contender serves the same HumanEval, GSM8K and MT-Bench requests through the batched engine at each
