@@ -7,7 +7,9 @@ top-K for the drafter's table: `<m>:auto:plainlearns`) and off (`<m>:auto:nogate
 (draft + verify + update) of
   - AR's steps (the reference, c_ar),
   - drafted steps that accepted nothing (a failed draft: drafting, a wider forward, bookkeeping),
-  - drafted steps that proposed nothing (an empty draft: drafting alone),
+  - drafted steps whose proposal the size rule cut to the anchor alone (with the gate lean, verified as AR's
+    step and heard of as a plain step: drafting alone beyond it),
+  - drafted steps that proposed nothing (an empty draft: drafting, and the anchor's top-K for the table),
   - the gate's plain AR steps (what skipping costs),
 each as overhead over c_ar, and the run's tokens/s over AR's (median [min, max] over rounds). A step's cost
 grows with the context it attends to, and a method's gated or failed steps fall at other positions than
@@ -66,13 +68,16 @@ def contenders(model: str, engine: Any, methods: list[str]) -> dict[str, Callabl
     return out
 
 
-STEP_KINDS = ("failed", "empty", "skipped")
+STEP_KINDS = ("failed", "cut", "empty", "skipped")
 
 
 def step_kind(step: StepRecord) -> str | None:
-    """failed (drafted, nothing accepted), empty (drafted, the anchor alone), skipped (the gate's AR step)."""
+    """failed (drafted, nothing accepted), cut (drafted nodes proposed, the size rule kept the anchor alone:
+    with the gate lean, AR's step), empty (nothing proposed), skipped (the gate's AR step)."""
     if not step.drafted:
         return "skipped"
+    if step.cut_to_anchor:
+        return "cut"
     if step.tree_size == 1:
         return "empty"
     return "failed" if step.accepted_len == 0 else None
@@ -151,8 +156,8 @@ def table(summary: dict[str, Any]) -> str:
     lines = [
         f"AR step: {summary['ar_step_ms']:.2f} ms",
         "",
-        "| contender | τ | tokens/s over AR | failed draft | empty draft | gated AR step |",
-        "|---|---|---|---|---|---|",
+        "| contender | τ | tokens/s over AR | failed draft | cut to the anchor | empty draft | gated AR step |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, e in summary["contenders"].items():
         s = e["speedup"]
@@ -167,8 +172,8 @@ def table(summary: dict[str, Any]) -> str:
         "Against AR's steps at the same positions: whole-step overhead; ms beyond the forward (draft + walk +"
         " update, over AR's)",
         "",
-        "| contender | failed draft | empty draft | gated AR step |",
-        "|---|---|---|---|",
+        "| contender | failed draft | cut to the anchor | empty draft | gated AR step |",
+        "|---|---|---|---|---|",
     ]
     for name, e in summary["contenders"].items():
         m = e["matched"]

@@ -256,6 +256,7 @@ class HwTreeDrafter(AdjacencyDrafter):
         )
         b = len(sel) if self._latency is None else best_size(sel.expected_committed(), self._latency)
         self.last_pool, self.last_selection, self._verified = pool, sel, b
+        self.kept_anchor_alone = b == 1 and len(sel) > 1
         self._pending.append([pool, len(committed) - 1, 0])
         tree = DraftTree(
             [pool.tokens[i] for i in sel.order[:b]],

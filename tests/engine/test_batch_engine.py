@@ -17,7 +17,7 @@ from goose.engine.budget.cost_model import LatencyTable
 from goose.engine.core.decode import generate
 from goose.engine.core.drafter import ARDrafter, Drafter, VerifyOutcome
 from goose.engine.core.sampling import SamplingParams
-from goose.engine.core.sizing import Speculator
+from goose.engine.core.sizing import Speculator, TreeSizer
 from goose.engine.core.tree import ROOT as ROOT_SOURCE
 from goose.engine.core.tree import SPINE, DraftTree
 from goose.engine.forward.choose import verification_engine
@@ -134,6 +134,37 @@ def test_every_method_at_every_concurrency_gives_batch_1_ar_output(engine, metho
             concurrency,
         )
         assert [g.output_ids for g in served.generations] == refs, (method, concurrency)
+
+
+class HalfCut(TreeSizer):
+    """Cuts every other proposal with drafted nodes to the anchor alone, without plain_learns: those steps
+    are plain (observe_plain after propose), as under budget=auto's gate."""
+
+    plain_learns = False
+
+    def __init__(self) -> None:
+        self.proposals = 0
+
+    def size(self, tree: DraftTree) -> DraftTree:
+        if len(tree) == 1:
+            return tree
+        self.proposals += 1
+        return tree if self.proposals % 2 else DraftTree.single(tree.tokens[0])
+
+
+@pytest.mark.parametrize("method", ["pld", "suffix", "tr", "goose", "hw_tree", "logitspec"])
+def test_drafts_cut_to_the_anchor_are_plain_steps_in_a_batch_too(engine, method):
+    ps, max_new = prompts(4), 24
+    refs = [reference(engine, p, max_new) for p in ps]
+    served = serve(
+        BatchEngine(engine, 4),
+        lambda: Speculator(drafter_of(method), HalfCut()),
+        [Request(tuple(p), max_new) for p in ps],
+        4,
+    )
+    assert [g.output_ids for g in served.generations] == refs, method
+    cut = [s.cut_to_anchor for g in served.generations for s in g.steps]
+    assert sum(cut) > 0, method
 
 
 @pytest.mark.parametrize("method,temperature", [("pld", 1.0), ("ar", 0.7), ("stand", 1.0), ("tr", 1.0)])

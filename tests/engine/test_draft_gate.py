@@ -301,6 +301,124 @@ def test_a_plain_step_is_ars_step_exactly_unless_the_plain_steps_learn(engine):
         ]
 
 
+class EveryOtherEmpty(TreeSizer):
+    """Drafts every step and cuts every other step's tree to the anchor alone (an empty draft)."""
+
+    def __init__(self, plain_learns: bool) -> None:
+        self.plain_learns = plain_learns
+        self.step = -1
+
+    def size(self, tree: DraftTree) -> DraftTree:
+        self.step += 1
+        return tree if self.step % 2 == 0 else DraftTree.single(tree.tokens[0])
+
+
+def test_an_empty_draft_is_a_plain_step_unless_the_plain_steps_learn(engine):
+    """plain_learns False: a drafted tree of the anchor alone is verified as AR's step (no top-K) and heard of
+    through observe_plain after its propose; True: it is a drafted step like any other."""
+    prompt = list(range(5, 15))
+    expected = generate(engine, ARDrafter(), prompt, 7).output_ids
+    for learns in (False, True):
+        drafter = TopRecording()
+        gen = generate(engine, drafter, prompt, 7, sizer=EveryOtherEmpty(learns))
+        assert gen.output_ids == expected
+        empty = ("drafted", True, None) if learns else ("plain", False, False)
+        assert drafter.tops == [("drafted", True, None), empty] * 3
+        assert drafter.calls == {"propose": 6, "observe": 3 + 3 * learns, "skip": 3 * (not learns)}
+        assert [s.drafted for s in gen.steps] == [True] * 6
+        assert [s.tree_size for s in gen.steps[1::2]] == [1, 1, 1]
+        assert [s.cut_to_anchor for s in gen.steps] == [False, True] * 3
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_under_random_empty_drafts_gives_ar_output(engine, method):
+    """Every method's output is AR's when random drafts are cut to the anchor alone and heard of as plain
+    steps (observe_plain after propose)."""
+    gen = torch.Generator().manual_seed(7)
+    base = torch.randint(0, VOCAB - 1, (8,), generator=gen).tolist()
+    prompt = base * 3
+    expected = generate(engine, ARDrafter(), prompt, 32).output_ids
+    sizer = RandomEmpty(2)
+    out = generate(engine, drafter_of(method), prompt, 32, sizer=sizer)
+    assert out.output_ids == expected, method
+    assert sizer.cut > 0 or method == "ar", method  # AR never proposes more than the anchor
+
+
+class EmptyEveryOther(TopRecording):
+    """TopRecording that proposes the anchor alone on every other step (it found nothing)."""
+
+    def propose(self, committed):
+        tree = super().propose(committed)
+        return tree if self.calls["propose"] % 2 else DraftTree.single(committed[-1])
+
+
+class AllDrafted(TreeSizer):
+    """Drafts every step, verifies every proposal whole."""
+
+    def __init__(self, plain_learns: bool) -> None:
+        self.plain_learns = plain_learns
+
+
+def test_an_empty_proposal_stays_a_drafted_step_that_learns(engine):
+    """Without plain_learns an empty proposal is not cut (nothing was proposed): the engine hands over the
+    top-K and the drafter observes it, as it must for a table that only verified logits fill."""
+    drafter = EmptyEveryOther()
+    gen = generate(engine, drafter, list(range(5, 15)), 7, sizer=AllDrafted(False))
+    assert [s.tree_size for s in gen.steps[1::2]] == [1, 1, 1]
+    assert [s.cut_to_anchor for s in gen.steps] == [False] * 6
+    assert drafter.tops == [("drafted", True, None)] * 6
+
+
+def recording_hw_tree() -> tuple[Drafter, list[tuple]]:
+    """hw_tree, recording per step whether it was observed or heard of as plain, and `kept_anchor_alone`."""
+    drafter, calls = drafter_of("hw_tree"), []
+    observe, observe_plain = drafter.observe, drafter.observe_plain
+
+    def observed(tree, outcome):
+        calls.append(("observe", drafter.kept_anchor_alone))
+        observe(tree, outcome)
+
+    def plain(committed, outcome, learn_logits=True):
+        calls.append(("plain", drafter.kept_anchor_alone, learn_logits))
+        observe_plain(committed, outcome, learn_logits)
+
+    drafter.observe, drafter.observe_plain = observed, plain
+    return drafter, calls
+
+
+def test_hw_tree_keeping_the_anchor_alone_is_a_cut(engine):
+    """hw_tree sizes itself: a step cost that grows with n^3 keeps the anchor alone out of its pool every
+    step (`kept_anchor_alone`), so without plain_learns each such step is plain; with it, each is observed."""
+    prompt = list(range(5, 15)) * 2  # repetitive: the context matcher always has candidates
+    expected = generate(engine, ARDrafter(), prompt, 12).output_ids
+    for learns in (False, True):
+        drafter, calls = recording_hw_tree()
+        drafter.use_latency(lambda n: float(n) ** 3)
+        gen = generate(engine, drafter, prompt, 12, sizer=AllDrafted(learns))
+        assert gen.output_ids == expected
+        assert [s.tree_size for s in gen.steps] == [1] * 11
+        kept = [c[1] for c in calls]
+        assert calls == [("plain", True, False) if k and not learns else ("observe", k) for k in kept], learns
+        # the steps whose pool held more than the anchor (the context matcher's and the table's candidates)
+        assert kept == [True, False, False, False, False, True, True, False, False, False, False], learns
+
+
+class RandomEmpty(TreeSizer):
+    """Cuts half the proposals, at random, to the anchor alone; plain_learns False (the gate's default)."""
+
+    plain_learns = False
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.cut = 0
+
+    def size(self, tree: DraftTree) -> DraftTree:
+        if len(tree) > 1 and self.rng.random() < 0.5:
+            self.cut += 1
+            return DraftTree.single(tree.tokens[0])
+        return tree
+
+
 def test_the_gate_config_decides_whether_plain_steps_learn():
     table = LatencyTable(sizes=[1, 128], seconds=[1e-3, 1e-3])
     assert AutoBudget(table, settings=AutoBudgetSettings(gate=None)).plain_learns is True

@@ -10,7 +10,14 @@ from goose.engine.core.decode import Generation, StepRecord
 
 
 def step(
-    seconds: float, *, tree: int = 1, accepted: int = 0, new: int = 1, drafted: bool = True, fwd: float = 0.0
+    seconds: float,
+    *,
+    tree: int = 1,
+    accepted: int = 0,
+    new: int = 1,
+    drafted: bool = True,
+    fwd: float = 0.0,
+    cut: bool = False,
 ) -> StepRecord:
     """A step of `seconds` in all, `fwd` of them the forward (the rest counted as verify's walk)."""
     return StepRecord(
@@ -25,6 +32,7 @@ def step(
         update_s=0.0,
         forward_s=fwd,
         drafted=drafted,
+        cut_to_anchor=cut,
     )
 
 
@@ -42,6 +50,7 @@ def gen(*steps: StepRecord) -> Generation:
 def test_step_kinds():
     assert step_kind(step(1.0, drafted=False)) == "skipped"
     assert step_kind(step(1.0, tree=1)) == "empty"
+    assert step_kind(step(1.0, tree=1, cut=True)) == "cut"
     assert step_kind(step(1.0, tree=4, accepted=0)) == "failed"
     assert step_kind(step(1.0, tree=4, accepted=2, new=3)) is None
 

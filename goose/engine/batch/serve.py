@@ -238,10 +238,10 @@ def serve(
             budget = r.max_new_tokens - len(r.output)
             drafter = r.speculator.drafter
             depth = room if drafter.verifies_full_tree else min(room, budget - 1)
-            tree, route, drafted = draft_step(drafter, r.speculator.sizer, r.committed, depth)
+            tree, route, drafted, cut = draft_step(drafter, r.speculator.sizer, r.committed, depth)
             trees.append(tree)
             budgets.append(budget)
-            routes.append((route, drafted))
+            routes.append((route, drafted, cut))
             draft_s.append(sync_clock(device) - ts)
         cap = 0
         if budget_policy == "batch" and len(trees) > 1:
@@ -252,17 +252,18 @@ def serve(
         forward_s = min(engine.last_forward_s, t2 - t1)
         for slot, (r, tree, outcome) in enumerate(zip(live, trees, outcomes, strict=True)):
             tu = sync_clock(device)
-            route, drafted = routes[slot]
-            if drafted:
-                r.speculator.drafter.observe(tree, outcome)
+            route, drafted, cut = routes[slot]
+            sizer = r.speculator.sizer
+            if sizer.plain_step(drafted, cut):
+                r.speculator.drafter.observe_plain(r.committed, outcome, sizer.plain_learns)
             else:
-                r.speculator.drafter.observe_plain(r.committed, outcome, r.speculator.sizer.plain_learns)
+                r.speculator.drafter.observe(tree, outcome)
             update_s = sync_clock(device) - tu
             r.speculator.sizer.observe(
                 tree, outcome, StepTiming(draft_s[slot], t2 - t1, update_s, 0.0, drafted)
             )
             r.steps.append(
-                step_record(tree, outcome, route, drafted, draft_s[slot], t2 - t1, update_s, forward_s)
+                step_record(tree, outcome, route, drafted, draft_s[slot], t2 - t1, update_s, forward_s, cut)
             )
             r.output.extend(outcome.new_tokens)
             r.committed.extend(outcome.new_tokens)

@@ -12,7 +12,8 @@ run's measured / calibrated ratio of verification seconds. Drafting pays while G
 
 A drafted step that neither pays on its own (tokens · c_ar < seconds) nor leaves G · c_ar ≥ C is followed by
 k plain AR steps: no `propose`, no `observe`, AR's step exactly (no top-K of the logits; the drafter hears of
-the committed tokens through `Drafter.observe_plain`, of the logits too with `plain_learns`);
+the committed tokens through `Drafter.observe_plain`, of the logits too with `plain_learns`; without it a
+draft cut to the anchor alone is taken the same way, `TreeSizer.plain_step`);
 then one probe, a drafted step judged the same way. k is 1 after a step that paid (a burst may be
 starting or ending), doubled after each failed probe up to `max_skip`. A prompt starts drafting (its context
 is new). Where drafts keep failing, trying costs one probe per max_skip + 1 steps.
@@ -38,7 +39,8 @@ class DraftGateConfig:
     `window`, the per-step forgetting of G and C; `prior_steps`, the break-even steps G and C start the run
     with; skips of 1, 2, 4, ... `max_skip` steps; `plain_learns`: a plain step also takes the anchor's
     top-K for the drafter to learn from (an adjacency table's row), or (False) is AR's step exactly, the
-    drafter hearing only of the committed tokens (`Drafter.observe_plain`'s `learn_logits`)."""
+    drafter hearing only of the committed tokens (`Drafter.observe_plain`'s `learn_logits`), and so is a
+    draft the size rule cut to the anchor alone (an empty proposal still learns the anchor's row)."""
 
     decay: float = 0.8
     window: float = 0.95

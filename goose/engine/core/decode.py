@@ -3,7 +3,8 @@
 τ = generated tokens / target forward calls, the prefill counted as one call (docs/paper.md, Definitions).
 Between `propose` and `verify` the run's `TreeSizer` sizes the tree (budget=fixed: as proposed; budget=auto:
 goose.engine.budget.auto_budget), whose gate may take a step without drafting: the anchor alone is verified
-and the drafter hears of it through `observe_plain` (route "ar"). Wall time starts before the prefill and before
+and the drafter hears of it through `observe_plain` (route "ar"), as of a draft cut to the anchor alone under
+a sizer without `plain_learns` (`TreeSizer.plain_step`). Wall time starts before the prefill and before
 `drafter.begin`. A step's time splits into draft (propose and sizing), forward (up to the host sync), walk
 (walk, stop rules, compaction) and update (what the drafter and the sizer learn).
 """
@@ -44,6 +45,7 @@ class StepRecord:
     rank_offered: list[int] = field(default_factory=list)
     rank_accepted: list[int] = field(default_factory=list)
     drafted: bool = True  # False: the sizer took a plain AR step (no propose; budget=auto's gate)
+    cut_to_anchor: bool = False  # drafted nodes were proposed and none verified (`draft_step`)
 
 
 SHAPE_FIELDS = ("depth_offered", "depth_accepted", "rank_offered", "rank_accepted")
@@ -78,16 +80,19 @@ def shape_counts(parents: Sequence[int], accepted_nodes: Sequence[int]) -> dict[
 
 def draft_step(
     drafter: Drafter, sizer: TreeSizer, committed: list[int], depth: int
-) -> tuple[DraftTree, str, bool]:
+) -> tuple[DraftTree, str, bool, bool]:
     """One step's tree, cut to `depth`: the drafter's proposal as the sizer sizes it, or the anchor alone when
-    the sizer takes a plain AR step. Returns (tree, route, drafted)."""
+    the sizer takes a plain AR step. Returns (tree, route, drafted, cut to the anchor: drafted nodes were
+    proposed, by the drafter or before its own size rule, and none is verified)."""
     sizer.start_step(committed)
     if not sizer.drafts():
-        return DraftTree.single(committed[-1]), "ar", False
+        return DraftTree.single(committed[-1]), "ar", False, False
+    drafter.kept_anchor_alone = False
     proposed = drafter.propose(committed)
     sized = sizer.size(proposed)
     route = drafter.route if len(sized) > 1 or len(proposed) == 1 else "ar"  # cut to the anchor: AR
-    return sized.truncate_depth(depth), route, True
+    cut = len(sized) == 1 and (len(proposed) > 1 or drafter.kept_anchor_alone)
+    return sized.truncate_depth(depth), route, True, cut
 
 
 def step_record(
@@ -99,6 +104,7 @@ def step_record(
     verify_s: float,
     update_s: float,
     forward_s: float,
+    cut_to_anchor: bool = False,
 ) -> StepRecord:
     """The `StepRecord` of one verified `tree`: per-source offered / accepted counts, shape counts, seconds."""
     draft_sources = tree.sources[: tree.acceptable]  # node 0 is ROOT; nodes past accept_limit are no drafts
@@ -116,6 +122,7 @@ def step_record(
         forward_s=forward_s,
         walk_s=max(verify_s - forward_s, 0.0),
         drafted=drafted,
+        cut_to_anchor=cut_to_anchor,
         # drafted nodes only: those past accept_limit (Lookahead's Jacobi nodes) are never drafts
         **shape_counts(tree.parents[: tree.acceptable], outcome.accepted_nodes),
     )
@@ -252,23 +259,23 @@ def generate(
         # Cut a tree deeper than the window or the tokens still wanted (depth d commits at most d + 1 tokens);
         # a drafter that `verifies_full_tree` is cut to the window only.
         depth = room if drafter.verifies_full_tree else min(room, budget - 1)
-        tree, route, drafted = draft_step(drafter, sizer, committed, depth)
+        tree, route, drafted, cut = draft_step(drafter, sizer, committed, depth)
         t1 = _clock(device)
-        engine.topk_width = topk if drafted or sizer.plain_learns else 0  # else AR's step exactly
+        plain = sizer.plain_step(drafted, cut)
+        engine.topk_width = topk if not plain or sizer.plain_learns else 0  # else AR's step exactly
         outcome = engine.verify(tree, budget=budget)
         t2 = _clock(device)
-        if drafted:
-            drafter.observe(tree, outcome)
-        else:
+        if plain:
             drafter.observe_plain(committed, outcome, sizer.plain_learns)
+        else:
+            drafter.observe(tree, outcome)
         t_update = _clock(device)
         sizer.observe(tree, outcome, StepTiming(t1 - t0, t2 - t1, t_update - t2, sizer_s, drafted))
         t3 = _clock(device)
         sizer_s = t3 - t_update
         forward_calls += 1
-        record = step_record(
-            tree, outcome, route, drafted, t1 - t0, t2 - t1, t3 - t2, min(engine.last_forward_s, t2 - t1)
-        )
+        forward_s = min(engine.last_forward_s, t2 - t1)
+        record = step_record(tree, outcome, route, drafted, t1 - t0, t2 - t1, t3 - t2, forward_s, cut)
         steps.append(record)
         if on_step is not None:
             on_step(tree, outcome, record)

@@ -6,6 +6,7 @@ Hydra or W&B; the decode loop calls it in this order:
     drafter.begin(prompt_ids, prefill_logits)   after the prefill ([P, V] if needs_prefill_logits)
     loop: tree = drafter.propose(committed); outcome = engine.verify(tree); drafter.observe(tree, outcome)
           or, on a step the sizer takes without drafting: outcome = engine.verify(anchor); drafter.observe_plain(...)
+          (without the sizer's `plain_learns`, a draft cut to the anchor alone is also heard of through observe_plain)
     drafter.end()
 
 Between `propose` and `verify` the loop's `TreeSizer` (goose.engine.core.sizing) may cut the tree; what the
@@ -64,6 +65,9 @@ class Drafter:
     name: str = "drafter"
     route: str = "ar"
     stats: dict[str, Any] = field(default_factory=dict)
+    # Set by `propose` of a drafter that `sizes_itself`: its size rule kept the anchor alone out of a larger
+    # candidate set (what a sizer's cut to the anchor is for any other drafter: `draft_step`).
+    kept_anchor_alone: bool = False
 
     def config(self) -> dict[str, Any]:
         """The hyperparameters that define this drafter (logged in every result row)."""
@@ -98,8 +102,10 @@ class Drafter:
         """Learn from the verification of `tree` (default: nothing)."""
 
     def observe_plain(self, committed: list[int], outcome: VerifyOutcome, learn_logits: bool = True) -> None:
-        """A step taken without drafting (budget=auto's gate): `propose` was not called, the anchor
-        committed[-1] alone was verified, `outcome` is its verification. Committed tokens may thus grow by
+        """A step taken without drafting (budget=auto's gate: `propose` was not called), or, under a sizer
+        without `plain_learns`, one whose draft was cut to the anchor alone (`propose` was called, `observe`
+        is not; an empty proposal is still observed, so a table that only verified logits fill can start):
+        the anchor committed[-1] alone was verified, `outcome` is its verification. Committed tokens may thus grow by
         several steps between two `propose` calls; a drafter that logs them in `observe` logs them here, one
         that learns from the verified logits may learn from the anchor's, only with `learn_logits` (False: the
         step was AR's step exactly, without the logits' top-K, and must stay as cheap: the gate's

@@ -42,6 +42,7 @@ class TreeSizer:
         loop: sizer.start_step(committed)
               if sizer.drafts(): tree = sizer.size(drafter.propose(committed)); verify; drafter.observe(...)
               else:              tree = the anchor alone;                        verify; drafter.observe_plain(...)
+              (without `plain_learns`, a draft cut to the anchor alone is verified and heard of as plain)
               sizer.observe(tree, outcome, timing)
         stats = sizer.end()                        after drafter.end, merged into the row's drafter stats
 
@@ -51,9 +52,19 @@ class TreeSizer:
 
     # True: what it learns outlives a prompt and is checkpointed with the drafter's (`run_state`).
     carries_run_state: ClassVar[bool] = False
-    # False: a step that does not draft is AR's step exactly (no top-K of the logits for the drafter's
-    # table) and the drafter learns nothing from its logits (`Drafter.observe_plain`'s `learn_logits`).
+    # False: a step that verifies the anchor alone, taken without drafting or drafted and cut to the anchor
+    # (by the sizer, or by a drafter's own size rule), is AR's step exactly (no top-K of the logits for the
+    # drafter's table) and the drafter learns nothing from its logits (`Drafter.observe_plain`'s
+    # `learn_logits`); True: only a step without drafting is plain, and it learns from the anchor's logits.
     plain_learns: bool = True
+
+    def plain_step(self, drafted: bool, cut_to_anchor: bool) -> bool:
+        """Whether this step is a plain step, the drafter hearing of it through `observe_plain`: taken
+        without drafting, or, without `plain_learns`, a draft cut to the anchor alone (`draft_step`): the size
+        rule found that no drafted node pays, so the step verifies what AR's step verifies and costs no more.
+        An empty proposal stays a drafted step: it learns the anchor's row, how a table fed only by verified
+        logits gets its first rows."""
+        return not drafted or (not self.plain_learns and cut_to_anchor)
 
     def config(self) -> dict[str, Any]:
         """The sizer's settings, logged beside the drafter's config in every result row (fixed: none)."""
