@@ -160,9 +160,11 @@ verifier-claims:  ## verifier claims on identical drafts: exact expectations per
 	done
 
 # make verifier-claims-self-draft: the same for the layer-skip self-draft in its four shapes (its draft
-# forwards run most of the target's layers, ~20x STAND's drafting), one setting, into <setting>_self_draft/.
-verifier-claims-self-draft:  ## verifier claims on the self-draft's trees (one setting)
-	$(MAKE) verifier-claims CLAIMS_SETTINGS="smollm2-135m:float32:1.0:1.0:64" CLAIMS_SUFFIX=_self_draft \
+# forwards run most of the target's layers, ~20x STAND's drafting), SmolLM2 fp32 at T 1.0 and 0.6, into
+# <setting>_self_draft/.
+verifier-claims-self-draft:  ## verifier claims on the self-draft's trees (SmolLM2 fp32, T 1.0 and 0.6)
+	$(MAKE) verifier-claims CLAIMS_SETTINGS="smollm2-135m:float32:1.0:1.0:64 smollm2-135m:float32:0.6:1.0:64" \
+		CLAIMS_SUFFIX=_self_draft \
 		CLAIMS_METHODS=self_draft,self_draft_tree,self_draft_iid,self_draft_delayed
 
 # make batching: continuous batching on this machine (issue 58; experiments/batching.py, docs/batching.md): each

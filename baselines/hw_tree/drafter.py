@@ -254,9 +254,14 @@ class HwTreeDrafter(AdjacencyDrafter):
         sel = select_best_first(
             pool, self._rate, self.budget, self._expand, stop_early, gain, self._row_gain, scale
         )
-        b = len(sel) if self._latency is None else best_size(sel.expected_committed(), self._latency)
+        if self._latency is None or len(sel) == 1:
+            b = len(sel)
+        else:
+            b = best_size(sel.expected_committed(), self._latency)
         self.last_pool, self.last_selection, self._verified = pool, sel, b
-        self.kept_anchor_alone = b == 1 and len(sel) > 1
+        # the anchor alone, whether the pool held no candidate or none worth verifying: its row is learnt
+        # from the nodes of later drafted trees, so the step may be a plain one
+        self.kept_anchor_alone = b == 1
         self._pending.append([pool, len(committed) - 1, 0])
         tree = DraftTree(
             [pool.tokens[i] for i in sel.order[:b]],

@@ -220,6 +220,8 @@ def select_best_first(
             heapq.heappush(heap, (-(scaled(v, scale) + g), depth, child, place, v, g))
 
     open_node(0, 0)
+    if not heap:  # no candidate: the anchor alone, without reading the latency curve
+        return Selection(order, values, parents, gains, scale)
     expected = 1.0
     costs = [latency(m) for m in range(1, budget + 1)] if latency is not None else []  # t(1..budget)
     cheapest_from = list(accumulate(reversed(costs), min))[::-1]  # [i] = min t(m) over m > i

@@ -170,7 +170,7 @@ class AdjacencyTable:
                 vals, idx = torch.topk(logits.detach(), self.width, dim=-1)
             if not self.use_scores:
                 return idx.to("cpu", torch.long).numpy(), None
-            scores = torch.softmax(vals.float(), dim=-1)
+            scores = torch.softmax(vals, dim=-1, dtype=torch.float32)  # one op: the same values
             if vals.device.type == "cpu":
                 return idx.numpy(), scores.numpy()
             packed = torch.cat([idx.to(torch.float32), scores], dim=-1).cpu().numpy()

@@ -387,9 +387,10 @@ def recording_hw_tree() -> tuple[Drafter, list[tuple]]:
 
 
 def test_hw_tree_keeping_the_anchor_alone_is_a_cut(engine):
-    """hw_tree sizes itself: a step cost that grows with n^3 keeps the anchor alone out of its pool every
-    step (`kept_anchor_alone`), so without plain_learns each such step is plain; with it, each is observed."""
-    prompt = list(range(5, 15)) * 2  # repetitive: the context matcher always has candidates
+    """hw_tree sizes itself: a step cost that grows with n^3 keeps the anchor alone every step, whether its
+    pool held candidates or none (`kept_anchor_alone`), so without plain_learns every step is plain; with
+    it, every step is observed."""
+    prompt = list(range(5, 15)) * 2
     expected = generate(engine, ARDrafter(), prompt, 12).output_ids
     for learns in (False, True):
         drafter, calls = recording_hw_tree()
@@ -397,10 +398,8 @@ def test_hw_tree_keeping_the_anchor_alone_is_a_cut(engine):
         gen = generate(engine, drafter, prompt, 12, sizer=AllDrafted(learns))
         assert gen.output_ids == expected
         assert [s.tree_size for s in gen.steps] == [1] * 11
-        kept = [c[1] for c in calls]
-        assert calls == [("plain", True, False) if k and not learns else ("observe", k) for k in kept], learns
-        # the steps whose pool held more than the anchor (the context matcher's and the table's candidates)
-        assert kept == [True, False, False, False, False, True, True, False, False, False, False], learns
+        assert calls == [("observe", True) if learns else ("plain", True, False)] * 11, learns
+        assert [s.cut_to_anchor for s in gen.steps] == [True] * 11
 
 
 class RandomEmpty(TreeSizer):

@@ -82,8 +82,9 @@ def draft_step(
     drafter: Drafter, sizer: TreeSizer, committed: list[int], depth: int
 ) -> tuple[DraftTree, str, bool, bool]:
     """One step's tree, cut to `depth`: the drafter's proposal as the sizer sizes it, or the anchor alone when
-    the sizer takes a plain AR step. Returns (tree, route, drafted, cut to the anchor: drafted nodes were
-    proposed, by the drafter or before its own size rule, and none is verified)."""
+    the sizer takes a plain AR step. Returns (tree, route, drafted, cut to the anchor: the sizer cut the
+    proposal to the anchor alone, or the drafter kept the anchor alone and needs nothing from its logits,
+    `Drafter.kept_anchor_alone`)."""
     sizer.start_step(committed)
     if not sizer.drafts():
         return DraftTree.single(committed[-1]), "ar", False, False

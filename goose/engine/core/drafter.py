@@ -65,8 +65,10 @@ class Drafter:
     name: str = "drafter"
     route: str = "ar"
     stats: dict[str, Any] = field(default_factory=dict)
-    # Set by `propose` of a drafter that `sizes_itself`: its size rule kept the anchor alone out of a larger
-    # candidate set (what a sizer's cut to the anchor is for any other drafter: `draft_step`).
+    # Set by `propose`: the drafter's proposal is the anchor alone and the step may be a plain one, the
+    # drafter needing nothing from the anchor's logits (hw_tree: its size rule kept the anchor alone, its
+    # table fed by the nodes of drafted trees); what a sizer's cut to the anchor is for other drafters
+    # (`draft_step`). False for a drafter whose table only the verified logits fill (TR): it must learn.
     kept_anchor_alone: bool = False
 
     def config(self) -> dict[str, Any]:

@@ -60,10 +60,10 @@ class TreeSizer:
 
     def plain_step(self, drafted: bool, cut_to_anchor: bool) -> bool:
         """Whether this step is a plain step, the drafter hearing of it through `observe_plain`: taken
-        without drafting, or, without `plain_learns`, a draft cut to the anchor alone (`draft_step`): the size
-        rule found that no drafted node pays, so the step verifies what AR's step verifies and costs no more.
-        An empty proposal stays a drafted step: it learns the anchor's row, how a table fed only by verified
-        logits gets its first rows."""
+        without drafting, or, without `plain_learns`, a draft cut to the anchor alone (`draft_step`: by the
+        sizer, or kept so by a drafter that needs nothing from the anchor's logits), so the step verifies
+        what AR's step verifies and costs no more. Any other empty proposal stays a drafted step: it learns
+        the anchor's row, how a table fed only by verified logits gets its first rows."""
         return not drafted or (not self.plain_learns and cut_to_anchor)
 
     def config(self) -> dict[str, Any]:
