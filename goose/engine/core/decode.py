@@ -45,7 +45,7 @@ class StepRecord:
     rank_offered: list[int] = field(default_factory=list)
     rank_accepted: list[int] = field(default_factory=list)
     drafted: bool = True  # False: the sizer took a plain AR step (no propose; budget=auto's gate)
-    cut_to_anchor: bool = False  # drafted nodes were proposed and none verified (`draft_step`)
+    cut_to_anchor: bool = False  # the draft cut to the anchor, by the sizer or the drafter (`draft_step`)
 
 
 SHAPE_FIELDS = ("depth_offered", "depth_accepted", "rank_offered", "rank_accepted")
