@@ -20,7 +20,7 @@ from analysis.load import Results, load
 plt.rcParams.update(
     {
         "figure.dpi": 110,
-        "savefig.dpi": 150,
+        "savefig.dpi": 110,  # the PNGs are for reading on screen (the PDFs beside them scale)
         "font.size": 9,
         "axes.titlesize": 10,
         "axes.labelsize": 9,
