@@ -32,7 +32,7 @@ DATA_DIR ?= ../shared/data
 REFERENCE_PRESETS ?= cpu_main cpu_main_gemma cpu_beyond cpu_like_for_like cpu_chat_template cpu_iso_control cpu_ablations cpu_sensitivity_budget \
 	cpu_sensitivity_depth cpu_sensitivity_topk cpu_sensitivity_rho cpu_sensitivity_tiers
 
-.PHONY: install assets test test-each test-all lint figures bench bench-spec heldout bench-sampling bench-verifiers verifier-claims verifier-claims-self-draft batching delayed-grid selector calibrate-priors prior-effect cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
+.PHONY: install assets test test-each test-all lint figures bench bench-spec heldout bench-sampling bench-verifiers verifier-claims verifier-claims-self-draft verifier-claims-self-draft-gemma batching delayed-grid selector calibrate-priors prior-effect cost-curve calibration-spread gpu-check gpu-carry reference clean-scratch pack-results
 
 install:
 	$(if $(TORCH_SPEC),$(PYTHON) -m pip install "$(TORCH_SPEC)")
@@ -165,6 +165,12 @@ verifier-claims:  ## verifier claims on identical drafts: exact expectations per
 verifier-claims-self-draft:  ## verifier claims on the self-draft's trees (SmolLM2 fp32, T 1.0 and 0.6)
 	$(MAKE) verifier-claims CLAIMS_SETTINGS="smollm2-135m:float32:1.0:1.0:64 smollm2-135m:float32:0.6:1.0:64" \
 		CLAIMS_SUFFIX=_self_draft \
+		CLAIMS_METHODS=self_draft,self_draft_tree,self_draft_iid,self_draft_delayed
+
+# make verifier-claims-self-draft-gemma: the same on Gemma-3-270M bf16 at T 0.6, 10 prompts per benchmark.
+verifier-claims-self-draft-gemma:  ## verifier claims on the self-draft's trees (Gemma-3 bf16, T 0.6)
+	$(MAKE) verifier-claims CLAIMS_SETTINGS="gemma3-270m:bfloat16:0.6:1.0:64" CLAIMS_SUFFIX=_self_draft \
+		CLAIMS_ARGS="--benches humaneval,gsm8k,mtbench --limit 10 --repeats 1" \
 		CLAIMS_METHODS=self_draft,self_draft_tree,self_draft_iid,self_draft_delayed
 
 # make batching: continuous batching on this machine (issue 58; experiments/batching.py, docs/batching.md): each
