@@ -259,9 +259,6 @@ class HwTreeDrafter(AdjacencyDrafter):
         else:
             b = best_size(sel.expected_committed(), self._latency)
         self.last_pool, self.last_selection, self._verified = pool, sel, b
-        # the anchor alone, whether the pool held no candidate or none worth verifying: its row is learnt
-        # from the nodes of later drafted trees, so the step may be a plain one
-        self.kept_anchor_alone = b == 1
         self._pending.append([pool, len(committed) - 1, 0])
         tree = DraftTree(
             [pool.tokens[i] for i in sel.order[:b]],
@@ -274,6 +271,13 @@ class HwTreeDrafter(AdjacencyDrafter):
         self.stats["hw_scale_sum"] = self.stats.get("hw_scale_sum", 0.0) + scale
         self.count(f"route_{self.route}")
         return tree
+
+    @property
+    def kept_anchor_alone(self) -> bool:
+        """The last proposal kept the anchor alone, whether the pool held no candidate or none worth
+        verifying: the anchor's row is learnt from the nodes of later drafted trees, so the step may be a
+        plain one."""
+        return self._verified == 1
 
     # ------------------------------------------------------------------ learning
     def _proposed_index(self, tree: DraftTree) -> list[int] | None:

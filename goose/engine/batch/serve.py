@@ -259,9 +259,7 @@ def serve(
             else:
                 r.speculator.drafter.observe(tree, outcome)
             update_s = sync_clock(device) - tu
-            r.speculator.sizer.observe(
-                tree, outcome, StepTiming(draft_s[slot], t2 - t1, update_s, 0.0, drafted)
-            )
+            sizer.observe(tree, outcome, StepTiming(draft_s[slot], t2 - t1, update_s, 0.0, drafted))
             r.steps.append(
                 step_record(tree, outcome, route, drafted, draft_s[slot], t2 - t1, update_s, forward_s, cut)
             )

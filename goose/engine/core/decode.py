@@ -88,7 +88,6 @@ def draft_step(
     sizer.start_step(committed)
     if not sizer.drafts():
         return DraftTree.single(committed[-1]), "ar", False, False
-    drafter.kept_anchor_alone = False
     proposed = drafter.propose(committed)
     sized = sizer.size(proposed)
     route = drafter.route if len(sized) > 1 or len(proposed) == 1 else "ar"  # cut to the anchor: AR

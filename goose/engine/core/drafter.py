@@ -65,11 +65,14 @@ class Drafter:
     name: str = "drafter"
     route: str = "ar"
     stats: dict[str, Any] = field(default_factory=dict)
-    # Set by `propose`: the drafter's proposal is the anchor alone and the step may be a plain one, the
-    # drafter needing nothing from the anchor's logits (hw_tree: its size rule kept the anchor alone, its
-    # table fed by the nodes of drafted trees); what a sizer's cut to the anchor is for other drafters
-    # (`draft_step`). False for a drafter whose table only the verified logits fill (TR): it must learn.
-    kept_anchor_alone: bool = False
+
+    @property
+    def kept_anchor_alone(self) -> bool:
+        """Read right after `propose`: its proposal is the anchor alone and the step may be a plain one, the
+        drafter needing nothing from the anchor's logits (hw_tree: its size rule kept the anchor alone, its
+        table fed by the nodes of drafted trees); what a sizer's cut to the anchor is for other drafters
+        (`draft_step`). False (the default) for a drafter whose table only verified logits fill (TR)."""
+        return False
 
     def config(self) -> dict[str, Any]:
         """The hyperparameters that define this drafter (logged in every result row)."""
