@@ -274,9 +274,8 @@ class HwTreeDrafter(AdjacencyDrafter):
 
     @property
     def kept_anchor_alone(self) -> bool:
-        """The last proposal kept the anchor alone, whether the pool held no candidate or none worth
-        verifying: the anchor's row is learnt from the nodes of later drafted trees, so the step may be a
-        plain one."""
+        """The last proposal kept the anchor alone (no candidate, or none worth verifying): the anchor's row
+        is learnt from later drafted trees' nodes, so the step may be a plain one."""
         return self._verified == 1
 
     # ------------------------------------------------------------------ learning
